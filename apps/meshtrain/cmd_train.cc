@@ -1,0 +1,169 @@
+// meshtrain train: one training run under MPI (mpirun -np N meshtrain train
+// ..., or srun). Flags carry Megatron-LM's names; --zero-stage is
+// DeepSpeed's. Every rank validates the whole configuration before any
+// large allocation; rank 0 prints the one-line error and all exit non-zero.
+#include <mpi.h>
+
+#include <cstdio>
+#include <optional>
+
+#include "commands.h"
+#include "meshtrain/comm/abort.h"
+#include "meshtrain/comm/process_mesh.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/train/trainer.h"
+
+namespace meshtrain::cli {
+
+namespace {
+
+struct TrainFlags {
+  std::string model = "tiny";
+  std::optional<int> num_layers, hidden_size, heads, ffn, seq, positions, vocab;
+  int tp = 1, pp = 1, zero = 0, mbs = 1, recompute_layers = 1;
+  std::optional<int> gbs, layers_per_virtual_stage;
+  std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
+  bool sp = false, bf16 = false;
+  TrainOptions o;
+};
+
+TrainOptions resolve(const TrainFlags& f, int world) {
+  TrainOptions o = f.o;
+  o.model = load_model_config(f.model);
+  auto set = [](const std::optional<int>& v, int& dst) {
+    if (v) dst = *v;
+  };
+  set(f.num_layers, o.model.num_layers);
+  set(f.hidden_size, o.model.hidden_size);
+  set(f.heads, o.model.num_attention_heads);
+  set(f.ffn, o.model.ffn_hidden_size);
+  set(f.seq, o.model.seq_length);
+  set(f.positions, o.model.max_position_embeddings);
+  set(f.vocab, o.model.vocab_size);
+  ParallelConfig& p = o.parallel;
+  p.tp = f.tp;
+  p.pp = f.pp;
+  check(f.tp > 0 && f.pp > 0, "tensor- and pipeline-model-parallel sizes must be positive");
+  check(world % (f.tp * f.pp) == 0,
+        "world size {} is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = {}", world,
+        f.tp * f.pp);
+  p.dp = world / (f.tp * f.pp);
+  p.zero_stage = f.zero;
+  p.sequence_parallel = f.sp;
+  p.micro_batch_size = f.mbs;
+  p.global_batch_size = f.gbs ? *f.gbs : f.mbs * p.dp;
+  p.schedule = parse_schedule(f.schedule);
+  if (f.layers_per_virtual_stage) {
+    const int per_stage = o.model.num_layers / f.pp;
+    check(*f.layers_per_virtual_stage > 0 && o.model.num_layers % f.pp == 0 &&
+              per_stage % *f.layers_per_virtual_stage == 0,
+          "num-layers-per-virtual-pipeline-stage {} does not divide the {} layers of each of {} stages",
+          *f.layers_per_virtual_stage, per_stage, f.pp);
+    p.vpp = per_stage / *f.layers_per_virtual_stage;
+    p.schedule = ScheduleKind::interleaved;
+  }
+  p.recompute = parse_recompute(f.recompute);
+  p.recompute_method = parse_recompute_method(f.recompute_method);
+  p.recompute_num_layers = f.recompute_layers;
+  p.bf16 = f.bf16;
+  if (o.lr.decay_iters <= 0) o.lr.decay_iters = o.train_iters;
+  if (o.model.max_position_embeddings == 0) o.model.max_position_embeddings = o.model.seq_length;
+  return o;
+}
+
+int run_train(const TrainFlags& f) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  TrainOptions o;
+  try {
+    o = resolve(f, world);
+    check_options(o, world);
+  } catch (const Error& e) {
+    // Every rank reaches the same verdict from the same inputs: no rank waits.
+    if (rank == 0) std::fprintf(stderr, "meshtrain train: error: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+  const int rc = run_or_abort([&] {
+    ProcessMesh mesh(o.parallel);
+    if (rank == 0 && !o.quiet) std::printf("%s\n", mesh.describe().c_str());
+    train(o, mesh);
+    return 0;
+  });
+  MPI_Finalize();
+  return rc;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("train", "Train a GPT model (launch with mpirun -np N or srun for N ranks)");
+  auto f = std::make_shared<TrainFlags>();
+  TrainOptions& o = f->o;
+  cmd->add_option("--model", f->model, "Model preset (configs/models/NAME.json) or a JSON file")
+      ->capture_default_str();
+  auto* g = "Model shape (overrides --model)";
+  cmd->add_option("--num-layers", f->num_layers, "Transformer layers")->group(g);
+  cmd->add_option("--hidden-size", f->hidden_size, "Hidden size")->group(g);
+  cmd->add_option("--num-attention-heads", f->heads, "Attention heads")->group(g);
+  cmd->add_option("--ffn-hidden-size", f->ffn, "MLP hidden size (default 4 x hidden)")->group(g);
+  cmd->add_option("--seq-length", f->seq, "Sequence length")->group(g);
+  cmd->add_option("--max-position-embeddings", f->positions, "Position table size")->group(g);
+  cmd->add_option("--vocab-size", f->vocab, "Vocabulary size (padded to a multiple of 128)")->group(g);
+  g = "Parallelism";
+  cmd->add_option("--tensor-model-parallel-size", f->tp, "TP ranks")->capture_default_str()->group(g);
+  cmd->add_option("--pipeline-model-parallel-size", f->pp, "PP stages")->capture_default_str()->group(g);
+  cmd->add_option("--num-layers-per-virtual-pipeline-stage", f->layers_per_virtual_stage,
+                  "Layers per model chunk; implies the interleaved schedule")->group(g);
+  cmd->add_option("--pipeline-schedule", f->schedule, "gpipe, 1f1b or interleaved")->capture_default_str()->group(g);
+  cmd->add_flag("--sequence-parallel", f->sp, "Shard LayerNorm/residual regions along the sequence")->group(g);
+  cmd->add_option("--zero-stage", f->zero, "ZeRO stage 0-3 over the data-parallel group")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--recompute-granularity", f->recompute, "none, selective or full")->capture_default_str()->group(g);
+  cmd->add_option("--recompute-method", f->recompute_method, "uniform or block (full recompute)")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--recompute-num-layers", f->recompute_layers, "Layers per chunk recomputed (block method)")
+      ->capture_default_str()->group(g);
+  g = "Batch and precision";
+  cmd->add_option("--micro-batch-size", f->mbs, "Sequences per micro-batch")->capture_default_str()->group(g);
+  cmd->add_option("--global-batch-size", f->gbs, "Sequences per step over all DP ranks (default micro x DP)")
+      ->group(g);
+  cmd->add_flag("--bf16", f->bf16, "bf16 weights/activations/matmuls, fp32 master weights, grads and Adam")
+      ->group(g);
+  g = "Optimizer";
+  cmd->add_option("--lr", o.lr.lr, "Peak learning rate")->capture_default_str()->group(g);
+  cmd->add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of the cosine decay")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--lr-warmup-iters", o.lr.warmup, "Linear warmup iterations")->capture_default_str()->group(g);
+  cmd->add_option("--lr-decay-iters", o.lr.decay_iters, "Cosine decay length (default train-iters)")->group(g);
+  cmd->add_option("--weight-decay", o.adam.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--adam-beta1", o.adam.beta1)->capture_default_str()->group(g);
+  cmd->add_option("--adam-beta2", o.adam.beta2)->capture_default_str()->group(g);
+  cmd->add_option("--adam-eps", o.adam.eps)->capture_default_str()->group(g);
+  cmd->add_option("--clip-grad", o.clip_grad, "Global gradient-norm clip (0: off)")->capture_default_str()->group(g);
+  g = "Run";
+  o.lr.decay_iters = 0;
+  cmd->add_option("--train-iters", o.train_iters, "Optimizer steps")->capture_default_str()->group(g);
+  cmd->add_option("--seed", o.seed, "Seed of initialisation and data order")->capture_default_str()->group(g);
+  cmd->add_option("--data-path", o.data_path, "Folder with train.bin/val.bin (meshtrain prepare-data) or a token file")
+      ->group(g);
+  cmd->add_flag("--mock-data", o.mock_data, "Deterministic pseudo-random tokens instead of a file")->group(g);
+  cmd->add_option("--eval-interval", o.eval_interval, "Evaluate every N iterations (0: at the end only)")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--eval-iters", o.eval_iters, "Validation batches per evaluation")->capture_default_str()->group(g);
+  cmd->add_option("--log-interval", o.log_interval, "Print every N iterations")->capture_default_str()->group(g);
+  cmd->add_flag("--quiet", o.quiet, "No per-iteration output")->group(g);
+  g = "Measurement";
+  cmd->add_option("--report", o.report_path, "Write the run report (JSON) here")->group(g);
+  cmd->add_option("--trace", o.trace_path, "Write a Chrome trace (Perfetto) here")->group(g);
+  cmd->add_option("--dump-weights", o.dump_weights_path, "Write the trained weights (fp32, serial order) here")
+      ->group(g);
+  cmd->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU/HFU")->group(g);
+  cmd->callback([&run, f] { run = [f] { return run_train(*f); }; });
+}
+
+}  // namespace meshtrain::cli

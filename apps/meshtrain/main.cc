@@ -1,0 +1,38 @@
+// meshtrain: train, measure, predict and tune GPT training across many
+// accelerators. One subcommand per file (commands.h).
+#include <malloc.h>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "meshtrain/core/error.h"
+
+int main(int argc, char** argv) {
+  // Keep freed activation stashes in the heap for reuse instead of handing
+  // them back to the kernel and faulting them in again every micro-batch.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+
+  CLI::App app{"meshtrain: GPT training with tensor, pipeline and ZeRO data parallelism over MPI;\n"
+               "measures, predicts and tunes the combination.",
+               "meshtrain"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Print help for every subcommand");
+  meshtrain::cli::Runner run;
+  meshtrain::cli::add_train_command(app, run);
+  meshtrain::cli::add_prepare_data_command(app, run);
+  // PREDICT meshtrain::cli::add_predict_command(app, run);
+  // PLAN meshtrain::cli::add_plan_command(app, run);
+  // VALIDATE meshtrain::cli::add_validate_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run();
+  } catch (const meshtrain::Error& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return 2;
+  }
+}

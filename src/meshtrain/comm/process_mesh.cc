@@ -1,0 +1,112 @@
+#include "meshtrain/comm/process_mesh.h"
+
+#include "meshtrain/comm/comm_error.h"
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+
+namespace {
+
+int world_size_of(MPI_Comm world) {
+  int size = 0;
+  check_mpi(MPI_Comm_size(world, &size), "MPI_Comm_size", "world");
+  return size;
+}
+
+ParallelConfig mesh_shape(int tp, int pp, int world) {
+  check(tp >= 1 && pp >= 1, "process mesh: tp ({}) and pp ({}) must be at least 1", tp, pp);
+  check(world % (tp * pp) == 0,
+        "process mesh: world size {} is not a multiple of tp x pp = {} x {} = {}", world, tp, pp, tp * pp);
+  ParallelConfig p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = world / (tp * pp);
+  return p;
+}
+
+// Splits `parent` by colour; key orders ranks within each part.
+// MPI_UNDEFINED colour yields MPI_COMM_NULL.
+MPI_Comm split(MPI_Comm parent, int color, int key, std::string_view name) {
+  MPI_Comm out = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(parent, color, key, &out), "MPI_Comm_split", name);
+  return out;
+}
+
+// p.tp, once p.dp is known to agree with the world size (the other
+// constructor checks divisibility).
+int tp_matching_world(const ParallelConfig& p, MPI_Comm world) {
+  const int size = world_size_of(world);
+  if (p.tp >= 1 && p.pp >= 1 && size % (p.tp * p.pp) == 0)
+    check(p.dp == size / (p.tp * p.pp),
+          "process mesh: the parallel config has dp {} but world size {} / (tp {} x pp {}) = {}", p.dp, size,
+          p.tp, p.pp, size / (p.tp * p.pp));
+  return p.tp;
+}
+
+}  // namespace
+
+ProcessMesh::ProcessMesh(const ParallelConfig& p, MPI_Comm world, double watchdog_timeout_s)
+    : ProcessMesh(tp_matching_world(p, world), p.pp, world, watchdog_timeout_s) {}
+
+ProcessMesh::ProcessMesh(int tp, int pp, MPI_Comm world, double watchdog_timeout_s)
+    : shape_(mesh_shape(tp, pp, world_size_of(world))) {
+  check_mpi(MPI_Comm_rank(world, &rank_), "MPI_Comm_rank", "world");
+  coord_ = coord_of(shape_, rank_);
+  if (watchdog_timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(watchdog_timeout_s);
+
+  MPI_Comm dup = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(world, &dup), "MPI_Comm_dup", "world");
+  // Every rank makes the same splits in the same order.
+  const RankCoord c = coord_;
+  const int t = shape_.tp, d = shape_.dp;
+  const MPI_Comm comms[kNumGroupKinds] = {
+      /*tp*/ split(dup, c.pp * d + c.dp, c.tp, "tp"),
+      /*dp*/ split(dup, c.pp * t + c.tp, c.dp, "dp"),
+      /*pp*/ split(dup, c.dp * t + c.tp, c.pp, "pp"),
+      /*mp*/ split(dup, c.dp, c.pp * t + c.tp, "mp"),
+      /*embedding*/ split(dup, in_embedding_group() ? c.dp * t + c.tp : MPI_UNDEFINED, c.pp, "embedding"),
+      /*world*/ dup,
+  };
+  for (int k = 0; k < kNumGroupKinds; ++k) {
+    if (comms[k] == MPI_COMM_NULL) continue;
+    groups_[k] = std::make_unique<Communicator>(comms[k], std::string(group_name(static_cast<GroupKind>(k))),
+                                                /*owned=*/true);
+    groups_[k]->set_watchdog(watchdog_.get());
+  }
+}
+
+ProcessMesh::~ProcessMesh() = default;
+ProcessMesh::ProcessMesh(ProcessMesh&&) noexcept = default;
+
+Communicator& ProcessMesh::group(GroupKind kind) {
+  Communicator* c = groups_[static_cast<int>(kind)].get();
+  MT_ASSERT(c != nullptr);  // only the embedding group can be absent: middle pipeline stages
+  return *c;
+}
+
+int ProcessMesh::next_stage_world_rank() const {
+  return rank_of(shape_, {coord_.tp, coord_.dp, next_stage_rank()});
+}
+
+int ProcessMesh::prev_stage_world_rank() const {
+  return rank_of(shape_, {coord_.tp, coord_.dp, prev_stage_rank()});
+}
+
+CommStats ProcessMesh::stats() const {
+  CommStats s;
+  for (const auto& g : groups_)
+    if (g) s.merge(g->stats());
+  return s;
+}
+
+void ProcessMesh::reset_stats() {
+  for (auto& g : groups_)
+    if (g) g->reset_stats();
+}
+
+void ProcessMesh::set_tracer(CommTracer* t) {
+  for (auto& g : groups_)
+    if (g) g->set_tracer(t);
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,41 @@
+// Causal multi-head self-attention, FlashAttention style, scale 1/sqrt(hd).
+//
+//   qkv  [B, T, H, 3, hd]  for each token and head, q, k and v contiguous
+//                          (tensor-parallel head splits are contiguous)
+//   out  [B, T, H, hd]
+//   lse  [B, H, T]  fp32, log-sum-exp of each query row's scaled scores,
+//                   saved by the forward for the backward
+//   dout [B, T, H, hd],  dqkv [B, T, H, 3, hd] (overwritten)
+//
+// Forward: for each (batch, head, block of 64 queries), loops over the key
+// blocks at or below the diagonal with an online softmax (running max and
+// sum per query row, rescaling the output accumulator). Scores, q, k^T and v
+// tiles live in fp32 per-thread scratch; the T x T score matrix is never
+// formed. Work items (b, h, query block) are spread over threads dynamically.
+//
+// Backward (FlashAttention-2): D_i = rowsum(dO_i * O_i); for each key block,
+// for each query block at or below it: P = exp(S - lse) recomputed from q, k,
+// dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dQ += dS K, dK += dS^T Q
+// (with the softmax scale). One thread owns a whole (b, h): dQ is summed in
+// its fp32 scratch [T, hd], so results are deterministic. Parallelism is over
+// B * H.
+//
+// Scratch per thread (floats, hdp = hd rounded up to 16): forward
+// about 4 * 64 * hdp + 2 * 64 * 64; backward about 7 * 64 * hdp + 2 * 64 * 64
+// + T * (hdp + 1), allocated per call.
+#pragma once
+
+#include "meshtrain/core/dtype.h"
+
+namespace meshtrain::kernels {
+
+inline constexpr int kAttentionBlock = 64;  // query and key tile size
+
+template <class T>
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, int hd);
+
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int H,
+                        int hd);
+
+}  // namespace meshtrain::kernels

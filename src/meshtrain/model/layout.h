@@ -1,0 +1,113 @@
+// Layout: what one rank holds. A pure function of (model, parallel config,
+// the rank's tensor- and pipeline-parallel coordinates), written once and
+// read by both the engine (which allocates and indexes from it) and the
+// performance model (which counts bytes from it), so the two cannot drift.
+//
+// Parameters live in one flat buffer per rank, grouped into units: the word
+// and the position embedding, each transformer block, the final LayerNorm,
+// and the last stage's copy of the tied word embedding when pp > 1 (or the
+// untied output matrix). The two word-embedding copies are units of equal
+// shape, so their ZeRO shards line up for the embedding-group all-reduce of
+// their gradients. A unit is what
+// ZeRO shards, reduces and gathers as one piece: its segment is padded to a
+// multiple of 16 x dp elements and data-parallel rank d owns the d-th
+// 1/dp of it. Gradients use the same flat layout in fp32.
+//
+// Tensor-parallel splits (Megatron): column-parallel weights (qkv, fc) split
+// their rows (output features), row-parallel weights (proj, fc2) split their
+// columns (input features); the word embedding splits its vocabulary rows.
+// The qkv weight's rows are ordered (head, {q,k,v}, head_dim) so that a
+// contiguous row block is a set of whole heads.
+//
+// Every parameter is initialised from a counter-based generator keyed by
+// (seed, tensor stream, global element index), so any split of a tensor
+// holds exactly the values of the serial run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/parallel/parallel_config.h"
+
+namespace meshtrain {
+
+enum class InitKind { normal, zeros, ones };
+
+struct ParamSpec {
+  std::string name;             // "layers.3.qkv.weight"
+  int64_t rows = 0, cols = 1;   // full (unsplit) shape; cols == 1 for vectors
+  int split = -1;               // tensor-parallel split: -1 replicated, 0 rows, 1 cols
+  int64_t local_rows = 0, local_cols = 1;
+  int64_t row_offset = 0, col_offset = 0;  // this rank's slice within the full tensor
+  int64_t offset = 0;           // element offset of the slice in the rank's flat buffer
+  InitKind init = InitKind::zeros;
+  float init_std = 0.f;
+  bool weight_decay = false;
+  uint64_t stream = 0;          // same on every rank that holds part of this tensor
+  // Replicated over TP but fed by a sequence shard under sequence
+  // parallelism (LayerNorms, position embedding): its gradient is then a
+  // partial sum that the TP group all-reduces.
+  bool sequence_partial_grad = false;
+
+  int64_t numel() const { return local_rows * local_cols; }
+  bool tp_replicated() const { return split < 0; }
+};
+
+enum class UnitKind { embedding, block, head };
+
+struct Unit {
+  std::string name;  // "embedding.word", "layers.3", "head.lnf", "head.word"
+  UnitKind kind = UnitKind::block;
+  int layer = -1;  // global transformer layer for blocks, -1 otherwise
+  int chunk = 0;   // model chunk (virtual stage index on this rank)
+  std::vector<ParamSpec> params;
+  int64_t offset = 0;        // element offset of the unit in the flat buffer
+  int64_t numel = 0;         // sum of its parameters
+  int64_t padded_numel = 0;  // numel rounded up to a multiple of 16 x dp
+  int64_t shard_numel(int dp) const { return padded_numel / dp; }
+  const ParamSpec& param(const std::string& suffix) const;  // by name suffix ("qkv.weight")
+};
+
+// Bytes of parameter-sized state on one rank, by memory category.
+struct StateBytes {
+  int64_t parameters = 0;  // working weights (bf16 or fp32); ZeRO-3: own shard only
+  int64_t gradients = 0;   // fp32; ZeRO-2/3: own shard only
+  int64_t optimizer = 0;   // Adam m and v (+ fp32 master weights in bf16 mode); ZeRO-1+: shard
+};
+
+class Layout {
+ public:
+  static Layout build(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int pp_rank);
+
+  const std::vector<Unit>& units() const { return units_; }
+  const Unit* find_unit(const std::string& name) const;  // nullptr if absent
+  int64_t numel() const { return numel_; }              // padded flat size
+  int64_t shard_numel() const { return numel_ / dp_; }  // this DP rank's share
+  int64_t unpadded_numel() const;
+
+  // Virtual stage of chunk c on this rank, and the layers it runs.
+  int virtual_stage(int chunk) const { return chunk * pp_ + pp_rank_; }
+  int first_layer(int chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
+  int layers_per_chunk() const { return layers_per_chunk_; }
+  bool has_embedding(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool has_head(int chunk) const { return virtual_stage(chunk) == pp_ * vpp_ - 1; }
+
+  // The closed form every allocation must match: bytes per parameter are
+  // fp32: 4 (weights) + 4 (grads) + 8 (Adam m, v) = 16;
+  // bf16: 2 (weights) + 4 (fp32 grads) + 4 (fp32 master) + 8 (m, v) = 18;
+  // with ZeRO-1 the optimizer term, ZeRO-2 also the gradients, ZeRO-3 also
+  // the weights count only this rank's 1/dp shard of each unit.
+  StateBytes state_bytes(int zero_stage, bool bf16) const;
+
+ private:
+  std::vector<Unit> units_;
+  int64_t numel_ = 0;
+  int dp_ = 1, pp_ = 1, vpp_ = 1, pp_rank_ = 0, layers_per_chunk_ = 0;
+};
+
+// Tensor stream ids: a pure function of the tensor's identity.
+uint64_t param_stream(const std::string& name);
+
+}  // namespace meshtrain

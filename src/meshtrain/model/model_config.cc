@@ -1,0 +1,122 @@
+#include "meshtrain/model/model_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+
+#ifndef MESHTRAIN_SOURCE_CONFIG_DIR
+#define MESHTRAIN_SOURCE_CONFIG_DIR "."
+#endif
+
+namespace meshtrain {
+
+int64_t ModelConfig::block_parameters() const {
+  const int64_t h = hidden_size, f = ffn(), kv = static_cast<int64_t>(kv_heads()) * head_dim();
+  const int64_t attn = h * (h + 2 * kv) + (h + 2 * kv) + h * h + h;  // qkv + proj
+  const int64_t mlp = gated_mlp ? 3 * h * f + 2 * f + h : 2 * h * f + f + h;
+  const int64_t norms = 4 * h;
+  return attn + mlp + norms;
+}
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t h = hidden_size;
+  int64_t n = padded_vocab() * h + (learned_positions ? int64_t{max_positions()} * h : 0);
+  n += num_layers * block_parameters() + 2 * h;  // final norm
+  if (!tied_embeddings) n += padded_vocab() * h;
+  return n;
+}
+
+void ModelConfig::validate() const {
+  check(num_layers > 0, "num-layers must be positive (got {})", num_layers);
+  check(hidden_size > 0, "hidden-size must be positive (got {})", hidden_size);
+  check(num_attention_heads > 0, "num-attention-heads must be positive (got {})", num_attention_heads);
+  check(seq_length > 0, "seq-length must be positive (got {})", seq_length);
+  check(vocab_size > 0, "vocab-size must be positive (got {})", vocab_size);
+  check(num_kv_heads >= 0, "num-kv-heads must not be negative (got {})", num_kv_heads);
+  check(ffn_hidden_size >= 0, "ffn-hidden-size must not be negative (got {})", ffn_hidden_size);
+  check(max_position_embeddings >= 0, "max-position-embeddings must not be negative (got {})",
+        max_position_embeddings);
+  check(hidden_size % num_attention_heads == 0,
+        "hidden-size {} is not divisible by num-attention-heads {}", hidden_size, num_attention_heads);
+  check(num_attention_heads % kv_heads() == 0,
+        "num-attention-heads {} is not divisible by num-kv-heads {}", num_attention_heads, kv_heads());
+  check(seq_length <= max_positions(), "seq-length {} exceeds max-position-embeddings {}", seq_length,
+        max_positions());
+}
+
+void to_json(nlohmann::json& j, const ModelConfig& m) {
+  j = nlohmann::json{{"name", m.name},
+                     {"num_layers", m.num_layers},
+                     {"hidden_size", m.hidden_size},
+                     {"num_attention_heads", m.num_attention_heads},
+                     {"num_kv_heads", m.kv_heads()},
+                     {"ffn_hidden_size", m.ffn()},
+                     {"seq_length", m.seq_length},
+                     {"max_position_embeddings", m.max_positions()},
+                     {"vocab_size", m.vocab_size},
+                     {"padded_vocab_size", m.padded_vocab()},
+                     {"gated_mlp", m.gated_mlp},
+                     {"tied_embeddings", m.tied_embeddings},
+                     {"learned_positions", m.learned_positions},
+                     {"parameters", m.num_parameters()}};
+}
+
+void from_json(const nlohmann::json& j, ModelConfig& m) {
+  static const char* known[] = {"name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                                "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
+                                "gated_mlp", "tied_embeddings", "learned_positions", "padded_vocab_size",
+                                "parameters", "description"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok |= it.key() == k;
+    check(ok, "unknown model field '{}'", it.key());
+  }
+  auto get = [&](const char* k, auto& v) {
+    if (j.contains(k)) j.at(k).get_to(v);
+  };
+  get("name", m.name);
+  get("num_layers", m.num_layers);
+  get("hidden_size", m.hidden_size);
+  get("num_attention_heads", m.num_attention_heads);
+  get("num_kv_heads", m.num_kv_heads);
+  get("ffn_hidden_size", m.ffn_hidden_size);
+  get("seq_length", m.seq_length);
+  get("max_position_embeddings", m.max_position_embeddings);
+  get("vocab_size", m.vocab_size);
+  get("gated_mlp", m.gated_mlp);
+  get("tied_embeddings", m.tied_embeddings);
+  get("learned_positions", m.learned_positions);
+}
+
+std::string config_root() {
+  if (const char* e = std::getenv("MESHTRAIN_CONFIG_DIR")) return e;
+  return MESHTRAIN_SOURCE_CONFIG_DIR;
+}
+
+ModelConfig load_model_config(const std::string& name_or_path) {
+  namespace fs = std::filesystem;
+  fs::path p = name_or_path;
+  if (!fs::exists(p)) p = fs::path(config_root()) / "models" / (name_or_path + ".json");
+  check(fs::exists(p), "model '{}' not found (neither a file nor a preset in {}/models)", name_or_path,
+        config_root());
+  std::ifstream f(p);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("model file {}: invalid JSON ({})", p.string(), e.what()));
+  }
+  ModelConfig m;
+  try {
+    m = j.get<ModelConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("model file {}: {}", p.string(), e.what()));
+  }
+  return m;
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,105 @@
+#include "meshtrain/parallel/parallel_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+
+std::string_view schedule_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::gpipe: return "gpipe";
+    case ScheduleKind::one_f_one_b: return "1f1b";
+    case ScheduleKind::interleaved: return "interleaved";
+  }
+  return "?";
+}
+ScheduleKind parse_schedule(std::string_view s) {
+  if (s == "gpipe") return ScheduleKind::gpipe;
+  if (s == "1f1b") return ScheduleKind::one_f_one_b;
+  if (s == "interleaved") return ScheduleKind::interleaved;
+  throw Error(fmt::format("unknown pipeline schedule '{}' (gpipe, 1f1b, interleaved)", s));
+}
+std::string_view recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+Recompute parse_recompute(std::string_view s) {
+  if (s == "none" || s.empty()) return Recompute::none;
+  if (s == "selective") return Recompute::selective;
+  if (s == "full") return Recompute::full;
+  throw Error(fmt::format("unknown recompute granularity '{}' (none, selective, full)", s));
+}
+std::string_view recompute_method_name(RecomputeMethod m) {
+  return m == RecomputeMethod::uniform ? "uniform" : "block";
+}
+RecomputeMethod parse_recompute_method(std::string_view s) {
+  if (s == "uniform") return RecomputeMethod::uniform;
+  if (s == "block") return RecomputeMethod::block;
+  throw Error(fmt::format("unknown recompute method '{}' (uniform, block)", s));
+}
+
+void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
+  m.validate();
+  check(p.tp > 0, "tensor-model-parallel-size must be positive (got {})", p.tp);
+  check(p.pp > 0, "pipeline-model-parallel-size must be positive (got {})", p.pp);
+  check(p.dp > 0, "data-parallel size must be positive (got {})", p.dp);
+  check(p.vpp > 0, "virtual pipeline chunks must be positive (got {})", p.vpp);
+  check(p.micro_batch_size > 0, "micro-batch-size must be positive (got {})", p.micro_batch_size);
+  check(p.global_batch_size > 0, "global-batch-size must be positive (got {})", p.global_batch_size);
+  check(p.zero_stage >= 0 && p.zero_stage <= 3, "zero-stage must be 0, 1, 2 or 3 (got {})", p.zero_stage);
+  if (world > 0)
+    check(world % (p.tp * p.pp) == 0 && world == p.world(),
+          "world size {} is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = {}",
+          world, p.tp * p.pp);
+  check(m.num_attention_heads % p.tp == 0, "num-attention-heads {} is not divisible by tensor-model-parallel-size {}",
+        m.num_attention_heads, p.tp);
+  check(m.kv_heads() % p.tp == 0, "num-kv-heads {} is not divisible by tensor-model-parallel-size {}", m.kv_heads(),
+        p.tp);
+  check(m.ffn() % p.tp == 0, "ffn-hidden-size {} is not divisible by tensor-model-parallel-size {}", m.ffn(), p.tp);
+  check(m.padded_vocab() % p.tp == 0, "padded vocabulary {} is not divisible by tensor-model-parallel-size {}",
+        m.padded_vocab(), p.tp);
+  check(m.num_layers % (p.pp * p.vpp) == 0,
+        "num-layers {} is not divisible by pipeline-model-parallel-size x virtual chunks = {}", m.num_layers,
+        p.pp * p.vpp);
+  check(p.global_batch_size % (p.micro_batch_size * p.dp) == 0,
+        "global-batch-size {} is not divisible by micro-batch-size x data-parallel size = {}", p.global_batch_size,
+        p.micro_batch_size * p.dp);
+  if (p.schedule == ScheduleKind::interleaved) {
+    check(p.pp > 1, "the interleaved schedule needs pipeline-model-parallel-size > 1");
+    check(p.num_micro_batches() % p.pp == 0,
+          "micro-batches per step {} is not a multiple of pipeline-model-parallel-size {} (interleaved schedule)",
+          p.num_micro_batches(), p.pp);
+  } else {
+    check(p.vpp == 1, "virtual pipeline chunks need the interleaved schedule");
+  }
+  if (p.sequence_parallel)
+    check(m.seq_length % p.tp == 0, "seq-length {} is not divisible by tensor-model-parallel-size {} (sequence parallel)",
+          m.seq_length, p.tp);
+  if (p.recompute != Recompute::none && p.recompute == Recompute::full)
+    check(p.recompute_num_layers > 0, "recompute-num-layers must be positive (got {})", p.recompute_num_layers);
+}
+
+void to_json(nlohmann::json& j, const ParallelConfig& p) {
+  j = nlohmann::json{{"tensor_model_parallel_size", p.tp},
+                     {"pipeline_model_parallel_size", p.pp},
+                     {"data_parallel_size", p.dp},
+                     {"virtual_pipeline_chunks", p.vpp},
+                     {"zero_stage", p.zero_stage},
+                     {"sequence_parallel", p.sequence_parallel},
+                     {"micro_batch_size", p.micro_batch_size},
+                     {"global_batch_size", p.global_batch_size},
+                     {"num_micro_batches", p.num_micro_batches()},
+                     {"pipeline_schedule", schedule_name(p.schedule)},
+                     {"recompute_granularity", recompute_name(p.recompute)},
+                     {"recompute_method", recompute_method_name(p.recompute_method)},
+                     {"recompute_num_layers", p.recompute_num_layers},
+                     {"bf16", p.bf16},
+                     {"use_flash_attn", p.flash_attention}};
+}
+
+}  // namespace meshtrain

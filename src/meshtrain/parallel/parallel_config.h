@@ -1,0 +1,66 @@
+// ParallelConfig: how a model is split over ranks and how a step is run.
+// world = PP x DP x TP, ranks ordered as Megatron orders them (TP fastest,
+// then DP, then PP), so a TP group sits inside one node.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "meshtrain/model/model_config.h"
+
+namespace meshtrain {
+
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+enum class Recompute { none, selective, full };
+enum class RecomputeMethod { uniform, block };
+
+std::string_view schedule_name(ScheduleKind k);  // "gpipe", "1f1b", "interleaved"
+ScheduleKind parse_schedule(std::string_view s);  // throws Error on unknown
+std::string_view recompute_name(Recompute r);     // "none", "selective", "full"
+Recompute parse_recompute(std::string_view s);
+std::string_view recompute_method_name(RecomputeMethod m);
+RecomputeMethod parse_recompute_method(std::string_view s);
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
+  int zero_stage = 0;
+  bool sequence_parallel = false;
+  int micro_batch_size = 1;
+  int global_batch_size = 1;  // sequences per optimizer step, all DP ranks
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  Recompute recompute = Recompute::none;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  int recompute_num_layers = 1;
+  bool bf16 = false;
+  bool flash_attention = true;  // engine: always tiled; cost model: either
+
+  int world() const { return tp * pp * dp; }
+  // Micro-batches each DP rank runs per optimizer step (gradient accumulation).
+  int num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
+};
+
+// Where one rank sits in the mesh.
+struct RankCoord {
+  int tp = 0, dp = 0, pp = 0;
+};
+inline int rank_of(const ParallelConfig& p, RankCoord c) { return (c.pp * p.dp + c.dp) * p.tp + c.tp; }
+inline RankCoord coord_of(const ParallelConfig& p, int rank) {
+  return RankCoord{rank % p.tp, (rank / p.tp) % p.dp, rank / (p.tp * p.dp)};
+}
+
+// Checks every constraint of the combination and throws Error naming the
+// first that fails: positive sizes; ZeRO stage in 0..3; heads, kv heads, FFN
+// and padded vocabulary divisible by TP; layers divisible by PP x VPP;
+// global batch divisible by micro-batch x DP; micro-batches a multiple of PP
+// for the interleaved schedule; sequence divisible by TP with sequence
+// parallelism. `world`, when positive, must equal TP x PP x DP.
+void validate(const ModelConfig& m, const ParallelConfig& p, int world = 0);
+
+void to_json(nlohmann::json& j, const ParallelConfig& p);
+
+}  // namespace meshtrain

@@ -1,0 +1,304 @@
+#include "meshtrain/parallel/pipeline_engine.h"
+
+#include <cstring>
+
+#include "meshtrain/core/dtype.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/measure/timer.h"
+
+namespace meshtrain {
+
+namespace {
+int64_t aligned_bytes(const std::vector<TensorSpec>& v) {
+  int64_t b = 0;
+  for (const auto& t : v) b += (t.bytes() + 63) / 64 * 64;
+  return b;
+}
+}  // namespace
+
+template <class T>
+struct PipelineEngine<T>::ChunkStash {
+  Buffer mem;                       // every block's stash, then the head's
+  std::vector<BlockActs<T>> acts;   // per block of the chunk
+  T* head_dinput = nullptr;
+  Buffer out;                       // forward output, until sent
+  Buffer grad;                      // received output gradient
+  T* dx = nullptr;                  // the gradient flowing backward
+};
+
+template <class T>
+PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed)
+    : m_(m),
+      p_(p),
+      mesh_(mesh),
+      layout_(Layout::build(m, p, mesh.coord().tp, mesh.coord().pp)),
+      schedule_(make_schedule(p.schedule, p.pp, p.vpp, p.num_micro_batches())) {
+  state_ = std::make_unique<ShardedState<T>>(layout_, p_, mesh_, seed);
+  tp_ = TpContext{&mesh.tp_group(), p.sequence_parallel && p.tp > 1};
+  bd_ = block_dims(m, p);
+  const int vl = static_cast<int>(m.padded_vocab() / p.tp);
+  ed_ = EmbeddingDims{p.micro_batch_size, m.seq_length, m.hidden_size, vl, mesh.coord().tp * vl, p.tp, tp_.sequence_parallel};
+  hd_ = HeadDims{p.micro_batch_size, m.seq_length,        m.hidden_size,        vl, mesh.coord().tp * vl,
+                 m.vocab_size,       p.tp,                tp_.sequence_parallel,
+                 static_cast<int>(head_logits_rows(m, p))};
+  bool has_head = false;
+  for (int c = 0; c < p.vpp; ++c) has_head |= layout_.has_head(c);
+  const auto ws = rank_working_set(m, p, has_head);
+  work_ = Buffer(MemCategory::activations, aligned_bytes(ws));
+  work_map_ = TensorMap(ws, work_.data());
+  scratch_ = BlockScratch<T>{work_map_.get<T>("row.out"), work_map_.get<T>("gathered"),
+                             work_map_.get<T>("d.ln.out"), work_map_.get<T>("d.wide"),
+                             work_map_.get<T>("d.attn.out")};
+  discard_ = work_map_.get<T>("discard");
+  if (has_head) {
+    float* stats = work_map_.get<float>("lnf.stats");
+    head_scratch_ = HeadScratch<T>{work_map_.get<T>("logits"), work_map_.get<float>("row.stats"),
+                                   work_map_.get<T>("lnf.out"), stats, stats + bd_.Ns(),
+                                   work_map_.get<T>("d.lnf.out")};
+  }
+}
+
+template <class T>
+PipelineEngine<T>::~PipelineEngine() = default;
+
+template <class T>
+typename PipelineEngine<T>::ChunkStash& PipelineEngine<T>::stash(int mb, int c) {
+  auto& slot = stashes_[mb * p_.vpp + c];
+  if (slot) return *slot;
+  slot = std::make_unique<ChunkStash>();
+  const int L = layout_.layers_per_chunk();
+  std::vector<std::vector<TensorSpec>> specs;
+  int64_t bytes = 0;
+  for (int i = 0; i < L; ++i) {
+    specs.push_back(block_stash(m_, p_, block_is_recomputed(p_, i, L)));
+    bytes += aligned_bytes(specs.back());
+  }
+  const auto hs = head_stash(m_, p_);
+  if (layout_.has_head(c)) bytes += aligned_bytes(hs);
+  slot->mem = Buffer(MemCategory::activations, bytes, /*zero=*/false);
+  char* base = slot->mem.template as<char>();
+  for (int i = 0; i < L; ++i) {
+    BlockActs<T> a;
+    bind_acts(a, work_map_);  // recomputed pieces live in the working set
+    bind_acts(a, TensorMap(specs[i], base));
+    slot->acts.push_back(a);
+    base += aligned_bytes(specs[i]);
+  }
+  if (layout_.has_head(c)) slot->head_dinput = reinterpret_cast<T*>(base);
+  return *slot;
+}
+
+template <class T>
+int PipelineEngine<T>::peer_rank(int c, bool next) const {
+  const int s = mesh_.coord().pp;
+  return next ? (s + 1) % p_.pp : (s + p_.pp - 1) % p_.pp;
+}
+
+template <class T>
+int PipelineEngine<T>::tag(int mb, int c, bool grad) const {
+  return (mb * p_.vpp + c) * 2 + (grad ? 1 : 0);
+}
+
+template <class T>
+void PipelineEngine<T>::complete_sends(bool all) {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    if (all) it->req.wait();
+    if (all || it->req.test())
+      it = sends_.erase(it);
+    else
+      ++it;
+  }
+}
+
+// The unit holding the word embedding the head multiplies with.
+static const Unit& head_word_unit(const Layout& l) {
+  if (const Unit* u = l.find_unit("head.word")) return *u;
+  if (const Unit* u = l.find_unit("head.output")) return *u;
+  return *l.find_unit("embedding.word");
+}
+
+template <class T>
+void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool train, StepStats& st) {
+  const double t0 = now_s();
+  ChunkStash& cs = stash(mb, c);
+  const int64_t N = bd_.N(), Ns = bd_.Ns(), h = bd_.h;
+  const int L = layout_.layers_per_chunk();
+  ShardedState<T>& S = *state_;
+  if (layout_.has_embedding(c)) {
+    const Unit& wu = *layout_.find_unit("embedding.word");
+    const Unit* pu = layout_.find_unit("embedding.position");
+    S.gather(wu);
+    if (pu) S.gather(*pu);
+    embedding_forward(cs.acts[0].input, scratch_.row_out, batch.tokens + mb * N, S.weights(wu),
+                      pu ? S.weights(*pu) : nullptr, ed_, tp_);
+    S.release(wu);
+    if (pu) S.release(*pu);
+  }
+  const bool head = layout_.has_head(c);
+  if (!head) cs.out = Buffer(MemCategory::comm_buffers, Ns * h * sizeof(T), /*zero=*/false);
+  for (int i = 0; i < L; ++i) {
+    const Unit& u = *layout_.find_unit("layers." + std::to_string(layout_.first_layer(c) + i));
+    T* out = i + 1 < L ? cs.acts[i + 1].input : head ? discard_ : cs.out.template as<T>();
+    S.gather(u);
+    block_forward(block_weights(u, S.weights(u)), cs.acts[i], out, scratch_, bd_, tp_);
+    S.release(u);
+  }
+  if (head) {
+    const Unit& lu = *layout_.find_unit("head.lnf");
+    const Unit& wu = head_word_unit(layout_);
+    S.gather(lu);
+    S.gather(wu);
+    HeadGrads g;
+    if (train) {
+      S.begin_backward(lu);
+      S.begin_backward(wu);
+      g = HeadGrads{S.grads(lu), S.grads(lu) + m_.hidden_size, S.grads(wu)};
+    }
+    const T* lw = S.weights(lu);
+    const double loss = head_forward_backward(train ? cs.head_dinput : nullptr, g, discard_, lw,
+                                              lw + m_.hidden_size, S.weights(wu), batch.targets + mb * N, dloss_,
+                                              head_scratch_, hd_, tp_);
+    if (train) {
+      S.end_backward(lu, ++backward_count_[&lu - layout_.units().data()] == expected_[&lu - layout_.units().data()]);
+      S.end_backward(wu, ++backward_count_[&wu - layout_.units().data()] == expected_[&wu - layout_.units().data()]);
+    }
+    S.release(lu);
+    S.release(wu);
+    if (mesh_.coord().tp == 0) {
+      st.loss_sum += loss;
+      st.loss_tokens += N;
+    }
+    cs.dx = cs.head_dinput;
+  }
+  const double dt = now_s() - t0;
+  st.compute_s += dt;
+  st.forward_s += dt;
+}
+
+template <class T>
+void PipelineEngine<T>::backward(int mb, int c, const StepBatch& batch, StepStats& st) {
+  const double t0 = now_s();
+  ChunkStash& cs = stash(mb, c);
+  ShardedState<T>& S = *state_;
+  const int L = layout_.layers_per_chunk();
+  MT_ASSERT(cs.dx != nullptr);
+  auto done = [&](const Unit& u) {
+    const size_t i = &u - layout_.units().data();
+    S.end_backward(u, ++backward_count_[i] == expected_[i]);
+  };
+  for (int i = L - 1; i >= 0; --i) {
+    const Unit& u = *layout_.find_unit("layers." + std::to_string(layout_.first_layer(c) + i));
+    S.gather(u);
+    S.begin_backward(u);
+    const BlockWeights<T> w = block_weights(u, S.weights(u));
+    const BlockActs<T>& a = cs.acts[i];
+    if (block_is_recomputed(p_, i, L))
+      block_forward(w, a, discard_, scratch_, bd_, tp_);
+    else if (p_.recompute == Recompute::selective)
+      block_recompute_attention(a, bd_);
+    block_backward(w, block_grads(u, S.grads(u)), a, cs.dx, scratch_, bd_, tp_);
+    done(u);
+    S.release(u);
+  }
+  if (layout_.has_embedding(c)) {
+    const Unit& wu = *layout_.find_unit("embedding.word");
+    const Unit* pu = layout_.find_unit("embedding.position");
+    S.begin_backward(wu);
+    if (pu) S.begin_backward(*pu);
+    embedding_backward(S.grads(wu), pu ? S.grads(*pu) : nullptr, scratch_.gathered, cs.dx,
+                       batch.tokens + mb * bd_.N(), ed_, tp_);
+    done(wu);
+    if (pu) done(*pu);
+  }
+  const double dt = now_s() - t0;
+  st.compute_s += dt;
+  st.backward_s += dt;
+}
+
+template <class T>
+void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, StepStats& st) {
+  MT_ASSERT(batch.num_micro_batches == p_.num_micro_batches());
+  dloss_ = dloss;
+  stashes_.clear();
+  stashes_.resize(static_cast<size_t>(p_.num_micro_batches()) * p_.vpp);
+  const size_t nu = layout_.units().size();
+  backward_count_.assign(nu, 0);
+  expected_.assign(nu, p_.num_micro_batches());
+  if (const Unit* wu = layout_.find_unit("embedding.word"); wu && &head_word_unit(layout_) == wu)
+    expected_[wu - layout_.units().data()] *= 2;  // the head and the embedding both add to it
+  Communicator& pp = mesh_.pp_group();
+  const int64_t count = bd_.Ns() * bd_.h;
+  for (const Action& a : schedule_.stages[mesh_.coord().pp]) {
+    const bool bwd_action = a.kind == ActionKind::recv_backward || a.kind == ActionKind::backward ||
+                            a.kind == ActionKind::send_backward;
+    if (!train && bwd_action) continue;
+    switch (a.kind) {
+      case ActionKind::recv_forward: {
+        ChunkStash& cs = stash(a.micro_batch, a.chunk);
+        const double t0 = now_s();
+        pp.recv(cs.acts[0].input, count, peer_rank(a.chunk, false), tag(a.micro_batch, a.chunk, false));
+        st.idle_s += now_s() - t0;
+        break;
+      }
+      case ActionKind::forward:
+        forward(a.micro_batch, a.chunk, batch, train, st);
+        if (!train && layout_.has_head(a.chunk)) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
+        break;
+      case ActionKind::send_forward: {
+        ChunkStash& cs = stash(a.micro_batch, a.chunk);
+        const int next_chunk = mesh_.coord().pp == p_.pp - 1 ? a.chunk + 1 : a.chunk;
+        Request r = pp.isend(cs.out.template as<T>(), count, peer_rank(a.chunk, true),
+                             tag(a.micro_batch, next_chunk, false));
+        sends_.push_back(Send{std::move(r), std::move(cs.out)});
+        if (!train) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
+        complete_sends(false);
+        break;
+      }
+      case ActionKind::recv_backward: {
+        ChunkStash& cs = stash(a.micro_batch, a.chunk);
+        cs.grad = Buffer(MemCategory::comm_buffers, count * sizeof(T), /*zero=*/false);
+        cs.dx = cs.grad.template as<T>();
+        const double t0 = now_s();
+        pp.recv(cs.dx, count, peer_rank(a.chunk, true), tag(a.micro_batch, a.chunk, true));
+        st.idle_s += now_s() - t0;
+        break;
+      }
+      case ActionKind::backward:
+        backward(a.micro_batch, a.chunk, batch, st);
+        if (layout_.has_embedding(a.chunk)) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
+        break;
+      case ActionKind::send_backward: {
+        auto& slot = stashes_[a.micro_batch * p_.vpp + a.chunk];
+        const int prev_chunk = mesh_.coord().pp == 0 ? a.chunk - 1 : a.chunk;
+        Request r = pp.isend(slot->dx, count, peer_rank(a.chunk, false), tag(a.micro_batch, prev_chunk, true));
+        // The gradient lives in the received buffer, or in the stash (head).
+        sends_.push_back(Send{std::move(r), slot->grad.empty() ? std::move(slot->mem) : std::move(slot->grad)});
+        slot.reset();
+        complete_sends(false);
+        break;
+      }
+    }
+  }
+  complete_sends(true);
+  stashes_.clear();
+  if (train) state_->finish_reductions();
+}
+
+template <class T>
+StepStats PipelineEngine<T>::train_step(const StepBatch& batch, float dloss) {
+  StepStats st;
+  run(batch, true, dloss, st);
+  return st;
+}
+
+template <class T>
+StepStats PipelineEngine<T>::eval_step(const StepBatch& batch) {
+  StepStats st;
+  run(batch, false, 0.0f, st);
+  return st;
+}
+
+template class PipelineEngine<float>;
+template class PipelineEngine<bf16>;
+
+}  // namespace meshtrain

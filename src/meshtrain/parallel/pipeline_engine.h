@@ -1,0 +1,96 @@
+// PipelineEngine: runs one training (or evaluation) step of this rank's
+// model chunks by walking the Schedule's action list for its pipeline stage.
+// Everything it allocates comes from the Layout (weights, gradients,
+// optimizer state, via ShardedState) and from activations.h (stashes and
+// working sets), so the performance model counts what the engine holds.
+//
+// Activations move between stages with MPI point-to-point calls: sends are
+// non-blocking (their buffers live until completion), receives block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "meshtrain/comm/process_mesh.h"
+#include "meshtrain/core/memory.h"
+#include "meshtrain/model/activations.h"
+#include "meshtrain/model/block.h"
+#include "meshtrain/model/embedding_layer.h"
+#include "meshtrain/model/layout.h"
+#include "meshtrain/model/lm_head.h"
+#include "meshtrain/parallel/schedule.h"
+#include "meshtrain/parallel/sharded_state.h"
+
+namespace meshtrain {
+
+// The tokens of one step on this rank: micro-batch i's inputs and targets
+// are [N] each at tokens + i*N, targets + i*N (N = micro_batch x seq).
+struct StepBatch {
+  const int32_t* tokens = nullptr;
+  const int32_t* targets = nullptr;
+  int num_micro_batches = 0;
+};
+
+// Timings and counts of one step, as this rank saw them.
+struct StepStats {
+  double loss_sum = 0;        // sum of per-token losses (last stage, TP rank 0; else 0)
+  int64_t loss_tokens = 0;    // tokens those losses cover
+  double compute_s = 0;       // forward + backward (incl. TP collectives)
+  double idle_s = 0;          // blocked in pipeline receives
+  double forward_s = 0, backward_s = 0;
+};
+
+template <class T>
+class PipelineEngine {
+ public:
+  PipelineEngine(const ModelConfig& m, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed);
+  ~PipelineEngine();
+
+  // Forward and backward of every micro-batch; gradients accumulate in the
+  // sharded state and are fully reduced on return (finish_reductions).
+  StepStats train_step(const StepBatch& batch, float dloss);
+  // Forward only (no gradients); returns the loss sum as train_step does.
+  StepStats eval_step(const StepBatch& batch);
+
+  ShardedState<T>& state() { return *state_; }
+  const Layout& layout() const { return layout_; }
+  const Schedule& schedule() const { return schedule_; }
+
+ private:
+  struct ChunkStash;
+  void forward(int mb, int c, const StepBatch& batch, bool train, StepStats& st);
+  void backward(int mb, int c, const StepBatch& batch, StepStats& st);
+  void run(const StepBatch& batch, bool train, float dloss, StepStats& st);
+  ChunkStash& stash(int mb, int c);
+  int peer_rank(int c, bool next) const;  // world rank of the neighbouring virtual stage
+  int tag(int mb, int c, bool grad) const;
+  void complete_sends(bool all);
+
+  ModelConfig m_;
+  ParallelConfig p_;
+  ProcessMesh& mesh_;
+  Layout layout_;
+  Schedule schedule_;
+  std::unique_ptr<ShardedState<T>> state_;
+  TpContext tp_;
+  BlockDims bd_;
+  EmbeddingDims ed_;
+  HeadDims hd_;
+  Buffer work_;      // working set (activations.h: rank_working_set)
+  TensorMap work_map_;
+  BlockScratch<T> scratch_;
+  HeadScratch<T> head_scratch_;
+  T* discard_ = nullptr;  // [Ns, h] outputs nobody reads (recompute, head input)
+  std::vector<std::unique_ptr<ChunkStash>> stashes_;  // [mb * vpp + c]
+  struct Send {
+    Request req;
+    Buffer buf;
+  };
+  std::vector<Send> sends_;
+  std::vector<int> backward_count_;  // per unit: backward contributions so far this step
+  std::vector<int> expected_;        // per unit: contributions per step
+  float dloss_ = 0;
+};
+
+}  // namespace meshtrain

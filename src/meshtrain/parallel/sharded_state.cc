@@ -1,0 +1,258 @@
+#include "meshtrain/parallel/sharded_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "meshtrain/core/dtype.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/rng.h"
+
+namespace meshtrain {
+
+template <class T>
+float ShardedState<T>::init_value(const ParamSpec& s, int64_t i, uint64_t seed) {
+  switch (s.init) {
+    case InitKind::zeros: return 0.0f;
+    case InitKind::ones: return 1.0f;
+    case InitKind::normal: break;
+  }
+  const int64_t gi = s.row_offset + i / s.local_cols, gj = s.col_offset + i % s.local_cols;
+  return s.init_std * normal01(seed, s.stream, static_cast<uint64_t>(gi * s.cols + gj));
+}
+
+template <class T>
+ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed)
+    : layout_(layout), p_(p), mesh_(mesh), seed_(seed), dp_rank_(mesh.coord().dp) {
+  const int64_t N = layout.numel(), S = N / p.dp;
+  const int z = p.zero_stage;
+  const int64_t opt_size = z >= 1 ? S : N;
+  weights_ = Buffer(MemCategory::parameters, (z >= 3 ? S : N) * sizeof(T));
+  grads_ = Buffer(MemCategory::gradients, (z >= 2 ? S : N) * sizeof(float));
+  if constexpr (!std::is_same_v<T, float>) master_ = Buffer(MemCategory::optimizer, opt_size * sizeof(float));
+  m_ = Buffer(MemCategory::optimizer, opt_size * sizeof(float));
+  v_ = Buffer(MemCategory::optimizer, opt_size * sizeof(float));
+  const auto& units = layout.units();
+  unit_gather_.resize(units.size());
+  unit_grads_.resize(units.size());
+  const bool tp0 = mesh.coord().tp == 0;
+  for (const Unit& u : units) {
+    opt_offset_.push_back(z >= 1 ? u.offset / p.dp : u.offset);
+    shard_offset_.push_back(u.offset / p.dp);
+    const int64_t a = update_begin(u), b = a + update_size(u);
+    const bool tied_copy = u.name == "head.word";
+    for (const ParamSpec& s : u.params) {
+      const int64_t lo = std::max(a, s.offset), hi = std::min(b, s.offset + s.numel());
+      if (lo >= hi) continue;
+      segments_.push_back({opt_offset_.back() + (lo - a), hi - lo, lo, s.weight_decay,
+                           !tied_copy && (!s.tp_replicated() || tp0)});
+    }
+  }
+  init_weights();
+}
+
+template <class T>
+int64_t ShardedState<T>::update_begin(const Unit& u) const {
+  return p_.zero_stage >= 1 ? u.offset + dp_rank_ * u.shard_numel(p_.dp) : u.offset;
+}
+template <class T>
+int64_t ShardedState<T>::update_size(const Unit& u) const {
+  return p_.zero_stage >= 1 ? u.shard_numel(p_.dp) : u.padded_numel;
+}
+static size_t unit_index(const Layout& l, const Unit& u) { return static_cast<size_t>(&u - l.units().data()); }
+
+template <class T>
+float* ShardedState<T>::reduced_grads(const Unit& u) const {
+  if (p_.zero_stage >= 2) return grads_.template as<float>() + u.offset / p_.dp;
+  return grads_.template as<float>() + u.offset;  // stage 1: in-place reduce-scatter leaves the shard in front
+}
+template <class T>
+T* ShardedState<T>::update_weights(const Unit& u) const {
+  if (p_.zero_stage >= 3) return weights_.template as<T>() + u.offset / p_.dp;
+  return weights_.template as<T>() + update_begin(u);
+}
+
+template <class T>
+void ShardedState<T>::init_weights() {
+  const bool stage3 = p_.zero_stage >= 3;
+  for (const Unit& u : layout_.units()) {
+    // The flat range this rank holds weights for, and where it lives.
+    const int64_t a = stage3 ? update_begin(u) : u.offset;
+    const int64_t b = a + (stage3 ? update_size(u) : u.padded_numel);
+    T* dst = stage3 ? update_weights(u) : weights_.template as<T>() + u.offset;
+    for (const ParamSpec& s : u.params) {
+      const int64_t lo = std::max(a, s.offset), hi = std::min(b, s.offset + s.numel());
+      for (int64_t f = lo; f < hi; ++f) dst[f - a] = from_f32<T>(init_value(s, f - s.offset, seed_));
+    }
+  }
+  if constexpr (!std::is_same_v<T, float>) {  // fp32 master from the same generator
+    for (const Segment& g : segments_) {
+      for (const Unit& u : layout_.units()) {
+        if (g.flat_offset < u.offset || g.flat_offset >= u.offset + u.padded_numel) continue;
+        for (const ParamSpec& s : u.params) {
+          if (g.flat_offset < s.offset || g.flat_offset >= s.offset + s.numel()) continue;
+          for (int64_t k = 0; k < g.length; ++k)
+            master_.template as<float>()[g.opt_offset + k] = init_value(s, g.flat_offset + k - s.offset, seed_);
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+const T* ShardedState<T>::weights(const Unit& u) const {
+  if (p_.zero_stage < 3) return weights_.template as<T>() + u.offset;
+  const Buffer& g = unit_gather_[unit_index(layout_, u)];
+  MT_ASSERT(!g.empty());
+  return g.template as<T>();
+}
+
+template <class T>
+void ShardedState<T>::gather(const Unit& u) {
+  if (p_.zero_stage < 3) return;
+  Buffer& g = unit_gather_[unit_index(layout_, u)];
+  if (!g.empty()) return;
+  const int64_t S = u.shard_numel(p_.dp);
+  g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(T));
+  std::memcpy(g.template as<T>() + dp_rank_ * S, update_weights(u), S * sizeof(T));
+  mesh_.dp_group().all_gather(Communicator::kInPlace, g.template as<T>(), S);
+}
+
+template <class T>
+void ShardedState<T>::release(const Unit& u) {
+  if (p_.zero_stage >= 3) unit_gather_[unit_index(layout_, u)].reset();
+}
+
+template <class T>
+float* ShardedState<T>::grads(const Unit& u) {
+  if (p_.zero_stage < 2) return grads_.template as<float>() + u.offset;
+  Buffer& g = unit_grads_[unit_index(layout_, u)];
+  MT_ASSERT(!g.empty());
+  return g.template as<float>();
+}
+
+template <class T>
+void ShardedState<T>::begin_backward(const Unit& u) {
+  if (p_.zero_stage < 2) return;
+  Buffer& g = unit_grads_[unit_index(layout_, u)];
+  if (g.empty()) g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(float));
+}
+
+template <class T>
+void ShardedState<T>::reduce_sequence_partials(const Unit& u, float* unit_grads) {
+  if (!p_.sequence_parallel || p_.tp == 1) return;
+  for (const ParamSpec& s : u.params)
+    if (s.sequence_partial_grad) mesh_.tp_group().all_reduce(unit_grads + (s.offset - u.offset), s.numel());
+}
+
+template <class T>
+void ShardedState<T>::end_backward(const Unit& u, bool last) {
+  Communicator& dp = mesh_.dp_group();
+  const int64_t S = u.shard_numel(p_.dp);
+  const int idx = static_cast<int>(unit_index(layout_, u));
+  if (p_.zero_stage < 2) {
+    if (!last) return;
+    float* g = grads_.template as<float>() + u.offset;
+    reduce_sequence_partials(u, g);
+    if (p_.dp == 1) return;
+    Pending pd{p_.zero_stage == 0 ? dp.iall_reduce(g, u.padded_numel) : dp.ireduce_scatter(Communicator::kInPlace, g, S),
+               idx, Buffer(), Buffer()};
+    pending_.push_back(std::move(pd));
+    return;
+  }
+  Buffer full = std::move(unit_grads_[idx]);
+  reduce_sequence_partials(u, full.template as<float>());
+  Buffer shard(MemCategory::comm_buffers, S * sizeof(float));
+  Request r = dp.ireduce_scatter(full.template as<float>(), shard.template as<float>(), S);
+  pending_.push_back(Pending{std::move(r), idx, std::move(full), std::move(shard)});
+  // Bound the gradient memory in flight: complete all but the newest two.
+  while (pending_.size() > 2) {
+    Pending& o = pending_.front();
+    o.req.wait();
+    const Unit& ou = layout_.units()[o.unit];
+    float* dst = reduced_grads(ou);
+    const float* src = o.shard.template as<float>();
+    for (int64_t i = 0; i < ou.shard_numel(p_.dp); ++i) dst[i] += src[i];
+    pending_.erase(pending_.begin());
+  }
+}
+
+template <class T>
+void ShardedState<T>::finish_reductions() {
+  for (Pending& o : pending_) {
+    o.req.wait();
+    if (o.shard.empty()) continue;
+    const Unit& ou = layout_.units()[o.unit];
+    float* dst = reduced_grads(ou);
+    const float* src = o.shard.template as<float>();
+    for (int64_t i = 0; i < ou.shard_numel(p_.dp); ++i) dst[i] += src[i];
+  }
+  pending_.clear();
+  // The two copies of the tied word embedding hold partial gradients.
+  if (p_.pp > 1 && mesh_.in_embedding_group()) {
+    for (const Unit& u : layout_.units())
+      if (u.name == "embedding.word" || u.name == "head.word")
+        mesh_.embedding_group().all_reduce(reduced_grads(u), update_size(u));
+  }
+}
+
+template <class T>
+double ShardedState<T>::grad_sq_norm_local() const {
+  double sum = 0;
+  for (const Unit& u : layout_.units()) {
+    // Stage 0 holds the whole reduced gradient on every DP rank: count only
+    // this rank's shard of it.
+    const int64_t S = u.shard_numel(p_.dp);
+    const int64_t own_lo = u.offset + dp_rank_ * S, own_hi = own_lo + S;
+    const int64_t base = update_begin(u);
+    const float* g = reduced_grads(u);
+    for (const Segment& s : segments_) {
+      if (!s.counted || s.flat_offset < u.offset || s.flat_offset >= u.offset + u.padded_numel) continue;
+      const int64_t lo = std::max(s.flat_offset, own_lo), hi = std::min(s.flat_offset + s.length, own_hi);
+      for (int64_t f = lo; f < hi; ++f) sum += double(g[f - base]) * g[f - base];
+    }
+  }
+  return sum;
+}
+
+template <class T>
+void ShardedState<T>::step(float lr, float grad_scale, int t, const AdamWConfig& c) {
+  for (const Unit& u : layout_.units()) {
+    const int64_t base = update_begin(u);
+    const float* g = reduced_grads(u);
+    T* w = update_weights(u);
+    for (const Segment& s : segments_) {
+      if (s.flat_offset < base || s.flat_offset >= base + update_size(u)) continue;
+      const int64_t k = s.flat_offset - base;
+      float* m = m_.template as<float>() + s.opt_offset;
+      float* v = v_.template as<float>() + s.opt_offset;
+      if constexpr (std::is_same_v<T, float>) {
+        adamw_update(w + k, m, v, g + k, s.length, lr, grad_scale, t, s.decay, c);
+      } else {
+        float* master = master_.template as<float>() + s.opt_offset;
+        adamw_update(master, m, v, g + k, s.length, lr, grad_scale, t, s.decay, c);
+        for (int64_t i = 0; i < s.length; ++i) w[k + i] = from_f32<T>(master[i]);
+      }
+    }
+  }
+  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.dp > 1) {
+    for (const Unit& u : layout_.units())
+      mesh_.dp_group().all_gather(Communicator::kInPlace, weights_.template as<T>() + u.offset, u.shard_numel(p_.dp));
+  }
+  std::memset(grads_.data(), 0, grads_.bytes());
+}
+
+template <class T>
+float ShardedState<T>::weight_value(const ParamSpec& s, int64_t i) const {
+  const int64_t f = s.offset + i;
+  if (p_.zero_stage < 3) return to_f32(weights_.template as<T>()[f]);
+  for (const Unit& u : layout_.units()) {
+    if (f < update_begin(u) || f >= update_begin(u) + update_size(u)) continue;
+    return to_f32(update_weights(u)[f - update_begin(u)]);
+  }
+  throw std::logic_error("weight_value: element not held by this rank");
+}
+
+template class ShardedState<float>;
+template class ShardedState<bf16>;
+
+}  // namespace meshtrain

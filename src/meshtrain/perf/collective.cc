@@ -1,0 +1,61 @@
+#include "meshtrain/perf/collective.h"
+
+#include <cmath>
+
+namespace meshtrain::perf {
+
+namespace {
+
+double factor(Collective kind, int n) {
+  const double f = double(n - 1) / n;
+  return kind == Collective::all_reduce ? 2 * f : f;
+}
+
+int steps(Collective kind, int n) { return kind == Collective::all_reduce ? 2 * (n - 1) : n - 1; }
+
+double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double bw = l.bandwidth_gbs * 1e9 * l.efficiency(bytes);
+  return steps(kind, n) * l.latency_s + bytes * factor(kind, n) / bw;
+}
+
+double across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes, int ranks_per_node) {
+  if (nodes <= 1 || bytes <= 0) return 0;
+  const auto& net = s.network;
+  const double share = net.node_bandwidth_gbs() * 1e9 * ranks_per_node / s.devices_per_node;
+  const double bw = share * net.efficiency(bytes);
+  const double lat = (kind == Collective::all_reduce ? 2 : 1) * std::ceil(std::log2(double(nodes))) * net.latency_s;
+  return lat + bytes * factor(kind, nodes) / bw;
+}
+
+}  // namespace
+
+double collective_bytes_sent(Collective kind, double bytes, int size) {
+  return size <= 1 ? 0 : bytes * factor(kind, size);
+}
+
+double collective_time(const SystemSpec& s, Collective kind, double bytes, int size, int stride) {
+  if (size <= 1 || bytes <= 0) return 0;
+  const GroupPlacement g = place_group(s, size, stride);
+  const int k = g.ranks_per_node;
+  if (g.nodes == 1) return ring_on_link(*g.link, kind, bytes, size);
+  double t = across_nodes(s, kind, bytes / k, g.nodes, k);
+  if (k > 1) {
+    // Inside the node: reduce-scatter before (all-reduce, reduce-scatter) and
+    // all-gather after (all-reduce, all-gather) the inter-node part.
+    if (kind != Collective::all_gather) t += ring_on_link(*g.link, Collective::reduce_scatter, bytes, k);
+    if (kind != Collective::reduce_scatter) t += ring_on_link(*g.link, Collective::all_gather, bytes, k);
+  }
+  return t;
+}
+
+double p2p_time(const SystemSpec& s, double bytes, int a, int b) {
+  if (bytes <= 0 || a == b) return 0;
+  if (const LinkClass* l = link_between(s, a, b))
+    return l->latency_s + bytes / (l->bandwidth_gbs * 1e9 * l->efficiency(bytes));
+  const auto& net = s.network;
+  const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
+  return net.latency_s + bytes / (share * net.efficiency(bytes));
+}
+
+}  // namespace meshtrain::perf

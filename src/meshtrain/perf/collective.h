@@ -1,0 +1,34 @@
+// Collective and point-to-point costs: alpha-beta per link class.
+//
+// A group of n ranks spaced `stride` apart (Megatron order: TP stride 1, DP
+// stride TP, PP stride TP x DP) sits on one node or spans several
+// (place_group). On one node a collective runs as a ring on the link class
+// the group spans:
+//   time = steps x latency + bytes x factor / (bandwidth x efficiency(bytes))
+// with factor 2(n-1)/n and 2(n-1) steps for all-reduce, (n-1)/n and n-1
+// steps for all-gather and reduce-scatter (bytes = the full, unsharded
+// buffer). Across nodes it is hierarchical: with k ranks of the group per
+// node, a reduce-scatter inside the node, the collective over the nodes on
+// 1/k of the bytes, then an all-gather inside the node. Every device of a
+// node communicates at once in a training step, so the node's NICs are
+// shared: a group with k ranks per node gets k / devices_per_node of them.
+// The inter-node latency term uses a tree's 2 log2(nodes) steps.
+#pragma once
+
+#include "meshtrain/perf/system_spec.h"
+
+namespace meshtrain::perf {
+
+enum class Collective { all_reduce, all_gather, reduce_scatter };
+
+// Algorithm bytes one rank sends for the collective (ring factor x bytes).
+double collective_bytes_sent(Collective kind, double bytes, int size);
+
+// Seconds for one collective of `bytes` over the group; 0 when size == 1.
+double collective_time(const SystemSpec& s, Collective kind, double bytes, int size, int stride);
+
+// Seconds to move `bytes` from rank a to rank b while every device of the
+// node sends at the same time.
+double p2p_time(const SystemSpec& s, double bytes, int a, int b);
+
+}  // namespace meshtrain::perf

@@ -1,0 +1,49 @@
+// PerfCache: what the cost model computes once and reuses across the
+// candidates of a search. Stages of a pipeline differ only by whether they
+// hold the embedding (stage 0) or the head (stage pp - 1), so one Layout is
+// built per (model, TP, PP, VPP, DP, stage kind) and summarized; schedules
+// are built once per (kind, PP, VPP, micro-batches); pipeline simulations
+// are memoized on their exact inputs. Thread-safe; entries live as long as
+// the cache.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "meshtrain/model/layout.h"
+#include "meshtrain/parallel/schedule.h"
+#include "meshtrain/perf/pipeline_sim.h"
+
+namespace meshtrain::perf {
+
+// Layout::build of one stage, summarized.
+struct StageLayout {
+  int64_t numel = 0;                  // padded flat size
+  std::vector<int64_t> chunk_numel;   // padded elements per model chunk
+  std::vector<int> chunk_units;       // units (embedding, blocks, head) per chunk
+  int64_t max_unit_numel = 0;         // largest padded unit
+  std::array<std::array<StateBytes, 2>, 4> state{};  // [zero stage][bf16]
+};
+
+class PerfCache {
+ public:
+  const Schedule& schedule(ScheduleKind kind, int pp, int vpp, int num_micro_batches);
+  const StageLayout& stage_layout(const ModelConfig& m, const ParallelConfig& p, int stage);
+
+  // Memoized simulate(schedule(kind, ...), costs).
+  const PipelineTimeline& timeline(ScheduleKind kind, int num_micro_batches, const PipelineCosts& costs);
+
+ private:
+  using LayoutKey = std::tuple<std::vector<int64_t>, int>;
+  std::mutex mu_;
+  std::map<std::tuple<int, int, int, int>, std::unique_ptr<Schedule>> schedules_;
+  std::map<LayoutKey, std::unique_ptr<StageLayout>> layouts_;
+  std::map<std::vector<double>, std::unique_ptr<PipelineTimeline>> timelines_;
+};
+
+}  // namespace meshtrain::perf

@@ -1,0 +1,163 @@
+#include "meshtrain/perf/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/perf/flops.h"
+
+namespace meshtrain::perf {
+
+namespace {
+
+bool affine(const PipelineTimeline& a, const PipelineTimeline& b, const PipelineTimeline& c) {
+  const double tol = 1e-9 * std::max(1e-30, c.makespan_s);
+  auto same_step = [&](double x, double y, double z) { return std::fabs((y - x) - (z - y)) <= tol; };
+  if (!same_step(a.makespan_s, b.makespan_s, c.makespan_s)) return false;
+  for (size_t s = 0; s < a.stages.size(); ++s) {
+    const auto &x = a.stages[s], &y = b.stages[s], &z = c.stages[s];
+    if (!same_step(x.finish_s, y.finish_s, z.finish_s) || !same_step(x.bubble_s, y.bubble_s, z.bubble_s) ||
+        !same_step(x.transfer_wait_s, y.transfer_wait_s, z.transfer_wait_s))
+      return false;
+    for (size_t k = 0; k < x.last_backward_end_s.size(); ++k)
+      if (!same_step(x.last_backward_end_s[k], y.last_backward_end_s[k], z.last_backward_end_s[k]) ||
+          !same_step(x.last_backward_start_s[k], y.last_backward_start_s[k], z.last_backward_start_s[k]))
+        return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PipelineTimeline pipeline_timeline(ScheduleKind kind, int m, const PipelineCosts& c, PerfCache& cache) {
+  const int step = kind == ScheduleKind::interleaved ? c.pp : 1;
+  // Interleaving with m == pp is a special all-forwards-first order; start past it.
+  int m1 = kind == ScheduleKind::interleaved ? 2 * c.pp : std::max(c.pp, 2);
+  while (m1 + 2 * step < m) {
+    const PipelineTimeline a = cache.timeline(kind, m1, c);
+    const PipelineTimeline b = cache.timeline(kind, m1 + step, c);
+    const PipelineTimeline& d = cache.timeline(kind, m1 + 2 * step, c);
+    if (affine(a, b, d)) return extrapolate(a, b, double(m - m1) / step);
+    m1 *= 2;
+  }
+  return cache.timeline(kind, m, c);
+}
+
+Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, int num_gpus,
+                   const PerfOptions& o, PerfCache* cache_or_null) {
+  validate(m, p, num_gpus);
+  PerfCache local;
+  PerfCache& cache = cache_or_null ? *cache_or_null : local;
+
+  Prediction r;
+  const MemoryEstimate mem = estimate_memory(m, p, s, cache);
+  r.memory = mem.worst;
+  r.memory_stage = mem.worst_stage;
+  r.memory_capacity = mem.capacity;
+  r.fits = mem.fits();
+
+  const StepCosts sc = step_costs(m, p, s, o, cache);
+  PipelineCosts pc;
+  pc.pp = p.pp;
+  pc.vpp = p.vpp;
+  for (const ChunkCost& c : sc.chunks) {
+    pc.forward_s.push_back(c.forward_s());
+    pc.backward_s.push_back(c.backward_s());
+  }
+  if (p.pp > 1) pc.transfer_s = sc.transfer_s;
+  pc.blocking_sends = !o.overlap_p2p_comm;
+  const int mb = p.num_micro_batches();
+  const PipelineTimeline tl = pipeline_timeline(p.schedule, mb, pc, cache);
+
+  double step_end = -1;
+  for (int st = 0; st < p.pp; ++st) {
+    const StageTimeline& t = tl.stages[st];
+    const double pipe_end = t.finish_s;
+    // Step-end gradient reduction, chunk by chunk as their gradients complete.
+    std::vector<int> order(p.vpp);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return t.last_backward_end_s[a] < t.last_backward_end_s[b]; });
+    double free = o.overlap_grad_reduce ? 0.0 : pipe_end;
+    for (int c : order) {
+      const double d = sc.grad_reduce_s[st][c];
+      if (d <= 0) continue;
+      if (o.overlap_grad_reduce) {
+        const double start = std::max(free, t.last_backward_start_s[c]);
+        free = std::max(start + d, t.last_backward_end_s[c] + d * sc.grad_bucket_fraction[st]);
+      } else {
+        free += d;
+      }
+    }
+    const double reduce_end = std::max(pipe_end, free);
+    const double sync = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
+    const double gather = o.overlap_param_gather ? 0.0 : sc.param_gather_s[st];
+    const double end = reduce_end + sync + sc.optimizer_s[st] + gather;
+    if (end <= step_end) continue;
+    step_end = end;
+    r.critical_stage = st;
+    TimeBreakdown b;
+    for (int c = 0; c < p.vpp; ++c) {
+      const ChunkCost& cc = sc.chunk(st, c);
+      b.compute += mb * (cc.forward_compute_s + cc.backward_compute_s);
+      b.tp_comm += mb * (cc.forward_tp_s + cc.backward_tp_s);
+      b.dp_comm += mb * (cc.forward_dp_s + cc.backward_dp_s);
+    }
+    b.dp_comm += (reduce_end - pipe_end) + gather;
+    b.pp_comm = t.transfer_wait_s + sync;
+    b.bubble = t.bubble_s;
+    b.optimizer = sc.optimizer_s[st];
+    r.time = b;
+    r.bubble_fraction = pipe_end > 0 ? t.bubble_s / pipe_end : 0;
+  }
+  r.step_time_s = step_end;
+  for (int st = 0; st < p.pp; ++st) {
+    r.comm_bytes.tp = std::max(r.comm_bytes.tp, sc.tp_bytes[st]);
+    r.comm_bytes.pp = std::max(r.comm_bytes.pp, sc.pp_bytes[st]);
+    r.comm_bytes.dp = std::max(r.comm_bytes.dp, sc.dp_bytes[st]);
+  }
+
+  r.tokens_per_step = double(p.global_batch_size) * m.seq_length;
+  r.tokens_per_s = r.tokens_per_step / r.step_time_s;
+  r.model_tflops_per_gpu = model_flops_per_step(m, p) / r.step_time_s / num_gpus / 1e12;
+  r.hardware_tflops_per_gpu = hardware_flops_per_step(m, p) / r.step_time_s / num_gpus / 1e12;
+  const double peak = s.peak_flops(p.bf16) / 1e12;
+  r.mfu = r.model_tflops_per_gpu / peak;
+  r.hfu = r.hardware_tflops_per_gpu / peak;
+  return r;
+}
+
+void to_json(nlohmann::json& j, const MemoryBytes& b) {
+  j = nlohmann::json{{"parameters", b.parameters},     {"gradients", b.gradients},
+                     {"optimizer", b.optimizer},       {"activations", b.activations},
+                     {"comm_buffers", b.comm_buffers}, {"workspace", b.workspace},
+                     {"total", b.total()}};
+}
+
+void to_json(nlohmann::json& j, const Prediction& p) {
+  j = nlohmann::json{{"fits", p.fits},
+                     {"memory_bytes_per_gpu", p.memory},
+                     {"memory_capacity_bytes", p.memory_capacity},
+                     {"memory_stage", p.memory_stage},
+                     {"step_time_s", p.step_time_s},
+                     {"tokens_per_step", p.tokens_per_step},
+                     {"tokens_per_s", p.tokens_per_s},
+                     {"model_tflops_per_gpu", p.model_tflops_per_gpu},
+                     {"hardware_tflops_per_gpu", p.hardware_tflops_per_gpu},
+                     {"mfu", p.mfu},
+                     {"hfu", p.hfu},
+                     {"bubble_fraction", p.bubble_fraction},
+                     {"critical_stage", p.critical_stage},
+                     {"time_s",
+                      {{"compute", p.time.compute},
+                       {"tp_comm", p.time.tp_comm},
+                       {"pp_comm", p.time.pp_comm},
+                       {"dp_comm", p.time.dp_comm},
+                       {"bubble", p.time.bubble},
+                       {"optimizer", p.time.optimizer}}},
+                     {"comm_bytes_per_gpu", {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}}}};
+}
+
+}  // namespace meshtrain::perf

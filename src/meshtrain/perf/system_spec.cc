@@ -1,0 +1,179 @@
+#include "meshtrain/perf/system_spec.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/model_config.h"
+
+namespace meshtrain::perf {
+
+namespace {
+
+const LinkClass* smallest_link_holding(const SystemSpec& s, int block) {
+  for (const auto& l : s.links)
+    if (l.span >= block) return &l;
+  return s.links.empty() ? nullptr : &s.links.back();
+}
+
+template <typename T>
+void get(const nlohmann::json& j, const char* key, T& v) {
+  if (j.contains(key)) j.at(key).get_to(v);
+}
+
+}  // namespace
+
+void SystemSpec::validate() const {
+  check(!name.empty(), "system: name is missing");
+  check(devices_per_node >= 1, "system {}: devices_per_node must be positive", name);
+  check(compute.peak_tflops_bf16 > 0 && compute.peak_tflops_fp32 > 0, "system {}: peak TFLOP/s must be positive",
+        name);
+  check(memory.hbm_bytes > 0 && memory.bandwidth_gbs > 0, "system {}: memory bytes and bandwidth must be positive",
+        name);
+  check(network.nics_per_node >= 1 && network.nic_bandwidth_gbs > 0, "system {}: network needs NICs with bandwidth",
+        name);
+  if (devices_per_node > 1) check(!links.empty(), "system {}: a node of several devices needs link classes", name);
+  for (size_t i = 0; i < links.size(); ++i) {
+    check(links[i].bandwidth_gbs > 0, "system {}: link {} needs a positive bandwidth", name, links[i].name);
+    check(links[i].span >= 2 && devices_per_node % links[i].span == 0,
+          "system {}: link {} spans {} devices, not a divisor of devices_per_node {}", name, links[i].name,
+          links[i].span, devices_per_node);
+    if (i > 0)
+      check(links[i].span > links[i - 1].span, "system {}: link classes must be listed by increasing span", name);
+  }
+  if (!links.empty())
+    check(links.back().span == devices_per_node, "system {}: the widest link class must span the node", name);
+}
+
+GroupPlacement place_group(const SystemSpec& s, int size, int stride) {
+  GroupPlacement g;
+  g.size = size;
+  const int d = s.devices_per_node;
+  g.ranks_per_node = stride >= d ? 1 : std::clamp(d / stride, 1, size);
+  g.nodes = (size + g.ranks_per_node - 1) / g.ranks_per_node;
+  if (g.ranks_per_node > 1) g.link = smallest_link_holding(s, g.ranks_per_node * stride);
+  return g;
+}
+
+const LinkClass* link_between(const SystemSpec& s, int a, int b) {
+  const int d = s.devices_per_node;
+  if (a / d != b / d) return nullptr;
+  for (const auto& l : s.links)
+    if (a / l.span == b / l.span) return &l;
+  return s.links.empty() ? nullptr : &s.links.back();
+}
+
+void from_json(const nlohmann::json& j, SystemSpec& s) {
+  get(j, "name", s.name);
+  get(j, "description", s.description);
+  get(j, "devices_per_node", s.devices_per_node);
+  if (j.contains("compute")) {
+    const auto& c = j.at("compute");
+    get(c, "peak_tflops_bf16", s.compute.peak_tflops_bf16);
+    get(c, "peak_tflops_fp32", s.compute.peak_tflops_fp32);
+    get(c, "matmul_efficiency_bf16", s.compute.matmul_efficiency_bf16);
+    get(c, "matmul_efficiency_fp32", s.compute.matmul_efficiency_fp32);
+    get(c, "flash_attention_efficiency", s.compute.flash_attention_efficiency);
+    get(c, "attention_matmul_efficiency", s.compute.attention_matmul_efficiency);
+    double us = 0;
+    get(c, "kernel_overhead_us", us);
+    s.compute.kernel_overhead_s = us * 1e-6;
+  }
+  if (j.contains("memory")) {
+    const auto& m = j.at("memory");
+    double gib = 0;
+    get(m, "hbm_gib", gib);
+    if (gib > 0) s.memory.hbm_bytes = gib * 1073741824.0;
+    double gb = 0;
+    get(m, "hbm_gb", gb);
+    if (gb > 0) s.memory.hbm_bytes = gb * 1e9;
+    get(m, "bandwidth_gbs", s.memory.bandwidth_gbs);
+    get(m, "elementwise_efficiency", s.memory.elementwise_efficiency);
+    double reserved_gib = 0;
+    get(m, "reserved_gib", reserved_gib);
+    s.memory.reserved_bytes = reserved_gib * 1073741824.0;
+    get(m, "fragmentation", s.memory.fragmentation);
+  }
+  if (j.contains("links")) {
+    for (const auto& l : j.at("links")) {
+      LinkClass c;
+      get(l, "name", c.name);
+      get(l, "span", c.span);
+      get(l, "bandwidth_gbs", c.bandwidth_gbs);
+      double us = 0;
+      get(l, "latency_us", us);
+      c.latency_s = us * 1e-6;
+      get(l, "efficiency", c.efficiency);
+      s.links.push_back(std::move(c));
+    }
+  }
+  if (j.contains("network")) {
+    const auto& n = j.at("network");
+    get(n, "nics_per_node", s.network.nics_per_node);
+    get(n, "nic_bandwidth_gbs", s.network.nic_bandwidth_gbs);
+    double us = 0;
+    get(n, "latency_us", us);
+    s.network.latency_s = us * 1e-6;
+    get(n, "efficiency", s.network.efficiency);
+  }
+  if (j.contains("sources"))
+    for (auto it = j.at("sources").begin(); it != j.at("sources").end(); ++it)
+      s.sources[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+}
+
+void to_json(nlohmann::json& j, const SystemSpec& s) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : s.links)
+    links.push_back({{"name", l.name},
+                     {"span", l.span},
+                     {"bandwidth_gbs", l.bandwidth_gbs},
+                     {"latency_us", l.latency_s * 1e6},
+                     {"efficiency", l.efficiency}});
+  j = nlohmann::json{
+      {"name", s.name},
+      {"description", s.description},
+      {"devices_per_node", s.devices_per_node},
+      {"compute",
+       {{"peak_tflops_bf16", s.compute.peak_tflops_bf16},
+        {"peak_tflops_fp32", s.compute.peak_tflops_fp32},
+        {"matmul_efficiency_bf16", s.compute.matmul_efficiency_bf16},
+        {"matmul_efficiency_fp32", s.compute.matmul_efficiency_fp32},
+        {"flash_attention_efficiency", s.compute.flash_attention_efficiency},
+        {"attention_matmul_efficiency", s.compute.attention_matmul_efficiency},
+        {"kernel_overhead_us", s.compute.kernel_overhead_s * 1e6}}},
+      {"memory",
+       {{"hbm_gib", s.memory.hbm_bytes / 1073741824.0},
+        {"bandwidth_gbs", s.memory.bandwidth_gbs},
+        {"elementwise_efficiency", s.memory.elementwise_efficiency},
+        {"reserved_gib", s.memory.reserved_bytes / 1073741824.0},
+        {"fragmentation", s.memory.fragmentation}}},
+      {"links", links},
+      {"network",
+       {{"nics_per_node", s.network.nics_per_node},
+        {"nic_bandwidth_gbs", s.network.nic_bandwidth_gbs},
+        {"latency_us", s.network.latency_s * 1e6},
+        {"efficiency", s.network.efficiency}}},
+      {"sources", s.sources}};
+}
+
+SystemSpec load_system_spec(const std::string& name_or_path) {
+  namespace fs = std::filesystem;
+  fs::path p = name_or_path;
+  if (!fs::exists(p) || fs::is_directory(p)) p = fs::path(config_root()) / "systems" / (name_or_path + ".json");
+  check(fs::exists(p), "system '{}' not found (neither a file nor a preset in {}/systems)", name_or_path,
+        config_root());
+  std::ifstream f(p);
+  SystemSpec s;
+  try {
+    s = nlohmann::json::parse(f).get<SystemSpec>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("system file {}: {}", p.string(), e.what()));
+  }
+  s.validate();
+  return s;
+}
+
+}  // namespace meshtrain::perf

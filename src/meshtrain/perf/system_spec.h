@@ -1,0 +1,100 @@
+// SystemSpec: what the performance model knows about a machine, loaded from
+// configs/systems/<name>.json. Every number is per device (one GPU, one GCD
+// of an MI250X, one CPU rank) unless it says otherwise, and the file names
+// the source of each in "sources".
+//
+// Links. Inside a node, devices are joined by link classes, each spanning an
+// aligned block of `span` consecutive ranks (Frontier: "package" spans 2 --
+// the two GCDs of one MI250X -- and "node" spans 8). A group of ranks uses
+// the smallest class whose aligned block holds all of its ranks on a node;
+// ranks on different nodes talk over the node's NICs, which all devices of
+// the node share.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "meshtrain/perf/curve.h"
+
+namespace meshtrain::perf {
+
+struct LinkClass {
+  std::string name;
+  int span = 1;               // aligned block of consecutive ranks it joins
+  double bandwidth_gbs = 0;   // per device, per direction, GB/s (1e9 bytes/s)
+  double latency_s = 0;       // per message step of a collective
+  Curve efficiency;           // achieved / nominal bandwidth, over bytes per call
+};
+
+struct NetworkSpec {
+  int nics_per_node = 1;
+  double nic_bandwidth_gbs = 0;  // per NIC, per direction
+  double latency_s = 0;
+  Curve efficiency;              // over bytes per call
+  double node_bandwidth_gbs() const { return nics_per_node * nic_bandwidth_gbs; }
+};
+
+struct MemorySpec {
+  double hbm_bytes = 0;
+  double bandwidth_gbs = 0;        // per device
+  double elementwise_efficiency = 0.7;  // achieved / nominal for memory-bound kernels
+  double reserved_bytes = 0;       // runtime, library workspaces, communicator buffers
+  double fragmentation = 0.0;      // extra fraction of dynamic (activation, buffer) bytes
+};
+
+struct ComputeSpec {
+  double peak_tflops_bf16 = 0;
+  double peak_tflops_fp32 = 0;
+  Curve matmul_efficiency_bf16;    // over the smallest of (M, N, K)
+  Curve matmul_efficiency_fp32;
+  double flash_attention_efficiency = 0.5;  // of peak, over the FLOPs a causal kernel executes
+  double attention_matmul_efficiency = 0.0; // non-flash score GEMMs; 0: matmul curve at head_dim
+  double kernel_overhead_s = 0;    // launch and synchronization cost per kernel
+};
+
+struct SystemSpec {
+  std::string name;
+  std::string description;
+  int devices_per_node = 1;
+  ComputeSpec compute;
+  MemorySpec memory;
+  std::vector<LinkClass> links;  // increasing span; the last spans the node
+  NetworkSpec network;
+  std::map<std::string, std::string> sources;
+
+  double peak_flops(bool bf16) const {
+    return 1e12 * (bf16 ? compute.peak_tflops_bf16 : compute.peak_tflops_fp32);
+  }
+  const Curve& matmul_efficiency(bool bf16) const {
+    return bf16 ? compute.matmul_efficiency_bf16 : compute.matmul_efficiency_fp32;
+  }
+
+  // Throws Error naming the first inconsistent field.
+  void validate() const;
+};
+
+// Where the group {r0 + i * stride : i < size} of a Megatron-ordered job
+// sits: how many of its ranks share a node, how many nodes it spans, and the
+// link class joining its ranks inside a node (nullptr with one rank per node).
+struct GroupPlacement {
+  int size = 1;
+  int ranks_per_node = 1;
+  int nodes = 1;
+  const LinkClass* link = nullptr;
+};
+GroupPlacement place_group(const SystemSpec& s, int size, int stride);
+
+// The link class joining ranks a and b, or nullptr when they sit on
+// different nodes (they talk over the NICs).
+const LinkClass* link_between(const SystemSpec& s, int a, int b);
+
+void from_json(const nlohmann::json& j, SystemSpec& s);
+void to_json(nlohmann::json& j, const SystemSpec& s);
+
+// Loads a system by name ("frontier") from configs/systems, or a JSON path.
+SystemSpec load_system_spec(const std::string& name_or_path);
+
+}  // namespace meshtrain::perf

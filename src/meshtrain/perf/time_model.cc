@@ -1,0 +1,301 @@
+#include "meshtrain/perf/time_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "meshtrain/model/activations.h"
+#include "meshtrain/perf/collective.h"
+#include "meshtrain/perf/flops.h"
+
+namespace meshtrain::perf {
+
+namespace {
+
+// Megatron-LM's gradient bucket: 40M elements.
+constexpr double kBucketElements = 40e6;
+
+// Prices the pieces of one micro-batch for a given config on a system.
+struct Pricer {
+  const ModelConfig& m;
+  const ParallelConfig& p;
+  const SystemSpec& s;
+  const PerfOptions& o;
+  double e;       // bytes per activation element
+  double n;       // tokens per micro-batch
+  double ns;      // tokens per rank in sequence-parallel regions
+  double h, f;    // hidden, FFN
+  int t;
+
+  Pricer(const ModelConfig& m_, const ParallelConfig& p_, const SystemSpec& s_, const PerfOptions& o_)
+      : m(m_), p(p_), s(s_), o(o_) {
+    e = p.bf16 ? 2 : 4;
+    n = double(p.micro_batch_size) * m.seq_length;
+    t = p.tp;
+    ns = p.sequence_parallel ? n / t : n;
+    h = m.hidden_size;
+    f = m.ffn();
+  }
+
+  double peak() const { return s.peak_flops(p.bf16); }
+  double gemm(double rows, double inner, double cols) const {
+    const double eff = s.matmul_efficiency(p.bf16)(std::min({rows, inner, cols}));
+    return 2 * rows * inner * cols / (peak() * eff) + s.compute.kernel_overhead_s;
+  }
+  double memory(double bytes) const {
+    return bytes / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) + s.compute.kernel_overhead_s;
+  }
+  double tp(Collective k, double bytes) const { return collective_time(s, k, bytes, t, 1); }
+  double tp_sent(Collective k, double bytes) const { return collective_bytes_sent(k, bytes, t); }
+  double exposed_tp(double comm, double gemm_s) const {
+    if (!o.tp_comm_overlap) return comm;
+    return std::max(comm - gemm_s, 0.0) + std::min(comm, gemm_s) / 4;
+  }
+
+  // --- one transformer block, one micro-batch ---
+  double block_gemm_forward() const {
+    const double kv = double(m.kv_heads()) * m.head_dim();
+    double g = gemm(n, h, (h + 2 * kv) / t) + gemm(n, h / t, h);
+    g += m.gated_mlp ? gemm(n, h, 2 * f / t) + gemm(n, f / t, h) : gemm(n, h, f / t) + gemm(n, f / t, h);
+    return g;
+  }
+  double attention_forward() const {
+    const double full = attention_core_forward_flops(m, n) / t;
+    if (p.flash_attention) {
+      // A causal kernel skips the blocks above the diagonal (128-wide tiles).
+      const double tiles = std::max(1.0, double(m.seq_length) / 128);
+      const double executed = full * (tiles + 1) / (2 * tiles);
+      return executed / (peak() * s.compute.flash_attention_efficiency) + s.compute.kernel_overhead_s;
+    }
+    const double eff = s.compute.attention_matmul_efficiency > 0 ? s.compute.attention_matmul_efficiency
+                                                                   : s.matmul_efficiency(p.bf16)(m.head_dim());
+    const double scores = double(p.micro_batch_size) * m.num_attention_heads / t * double(m.seq_length) *
+                          m.seq_length * e;
+    return full / (peak() * eff) + 2 * s.compute.kernel_overhead_s + memory(4 * scores);
+  }
+  double attention_backward() const {
+    if (p.flash_attention) return 2.5 * attention_forward();
+    const double scores = double(p.micro_batch_size) * m.num_attention_heads / t * double(m.seq_length) *
+                          m.seq_length * e;
+    return 2 * (attention_forward() - memory(4 * scores)) + memory(8 * scores);
+  }
+  double block_memory_forward() const {
+    // 2 LayerNorms (read + write), 2 dropout+residual adds (2 reads, 1 write)
+    // on the sequence-parallel region; bias+activation on the FFN width.
+    const double ffn_passes = m.gated_mlp ? 3 : 2;
+    return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e);
+  }
+  double block_memory_backward() const { return 2 * block_memory_forward(); }
+  // TP collectives of one pass (forward, or backward) through a block.
+  double block_tp_pass() const {
+    if (t == 1) return 0;
+    if (p.sequence_parallel)
+      return 2 * tp(Collective::all_gather, n * h * e) + 2 * tp(Collective::reduce_scatter, n * h * e);
+    return 2 * tp(Collective::all_reduce, n * h * e);
+  }
+  double block_tp_pass_bytes() const {
+    if (t == 1) return 0;
+    if (p.sequence_parallel)
+      return 2 * tp_sent(Collective::all_gather, n * h * e) + 2 * tp_sent(Collective::reduce_scatter, n * h * e);
+    return 2 * tp_sent(Collective::all_reduce, n * h * e);
+  }
+
+  struct Block {
+    ChunkCost cost;   // dp fields unused here
+    double tp_bytes;  // sent per micro-batch
+  };
+  Block block(bool recomputed) const {
+    const double gf = block_gemm_forward();
+    const double fwd_compute = gf + attention_forward() + block_memory_forward();
+    double bwd_compute = 2 * gf + attention_backward() + block_memory_backward();
+    const double pass = block_tp_pass();
+    double bwd_tp = exposed_tp(pass, 2 * gf);
+    double bytes = 2 * block_tp_pass_bytes();
+    if (recomputed) {
+      bwd_compute += fwd_compute;
+      bwd_tp += exposed_tp(pass, gf);
+      bytes += block_tp_pass_bytes();
+    } else if (p.recompute == Recompute::selective) {
+      bwd_compute += attention_forward();
+    }
+    Block b{};
+    b.cost.forward_compute_s = fwd_compute;
+    b.cost.forward_tp_s = exposed_tp(pass, gf);
+    b.cost.backward_compute_s = bwd_compute;
+    b.cost.backward_tp_s = bwd_tp;
+    b.tp_bytes = bytes;
+    return b;
+  }
+
+  // --- embedding and head, one micro-batch ---
+  Block embedding() const {
+    Block b{};
+    const double positions = m.learned_positions ? 2 : 0;  // read the table, add
+    b.cost.forward_compute_s = memory((1 + positions) * n * h * e + 4 * n);
+    b.cost.backward_compute_s = memory(n * h * (e + 8));  // scatter-add into fp32 gradients
+    if (t > 1) {
+      const auto k = p.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce;
+      b.cost.forward_tp_s = tp(k, n * h * e);
+      b.tp_bytes = tp_sent(k, n * h * e);
+      if (p.sequence_parallel) {
+        b.cost.backward_tp_s = tp(Collective::all_gather, n * h * e);
+        b.tp_bytes += tp_sent(Collective::all_gather, n * h * e);
+      }
+    }
+    return b;
+  }
+  // The head runs its backward right after its forward (its loss gradient is
+  // known then), so both count in the forward action.
+  Block head() const {
+    Block b{};
+    const double v = double(m.padded_vocab()) / t;
+    const double logits = gemm(n, h, v);
+    // Cross-entropy in fp32 over this rank's vocabulary slice: convert,
+    // max, exp-sum, normalize forward (4e + 16 bytes per logit), softmax
+    // minus one-hot and convert back backward (2e + 8).
+    const double loss_fwd = memory(n * v * (4 * e + 16)), loss_bwd = memory(n * v * (2 * e + 8));
+    b.cost.forward_compute_s = memory(2 * ns * h * e) + logits + loss_fwd +    // LN, GEMM, loss
+                               loss_bwd + 2 * logits + memory(4 * ns * h * e);  // backward
+    if (t > 1) {
+      double c = 3 * tp(Collective::all_reduce, n * 4);  // max, sum, target logit
+      double bytes = 3 * tp_sent(Collective::all_reduce, n * 4);
+      const auto k = p.sequence_parallel ? Collective::all_gather : Collective::all_reduce;
+      c += tp(k, n * h * e);  // SP: gather the input; else all-reduce the input gradient
+      bytes += tp_sent(k, n * h * e);
+      if (p.sequence_parallel) {
+        c += tp(Collective::reduce_scatter, n * h * e);
+        bytes += tp_sent(Collective::reduce_scatter, n * h * e);
+      }
+      b.cost.forward_tp_s = exposed_tp(c, 3 * logits);
+      b.tp_bytes = bytes;
+    }
+    return b;
+  }
+};
+
+ChunkCost add(ChunkCost a, const ChunkCost& b, double times = 1) {
+  a.forward_compute_s += times * b.forward_compute_s;
+  a.forward_tp_s += times * b.forward_tp_s;
+  a.forward_dp_s += times * b.forward_dp_s;
+  a.backward_compute_s += times * b.backward_compute_s;
+  a.backward_tp_s += times * b.backward_tp_s;
+  a.backward_dp_s += times * b.backward_dp_s;
+  return a;
+}
+
+// Communication that overlaps `compute` except one of `pieces` pieces.
+double overlapped(double comm, double compute, int pieces) {
+  return std::max(comm - compute, 0.0) + comm / std::max(pieces, 1);
+}
+
+}  // namespace
+
+StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
+                     PerfCache& cache) {
+  const Pricer pr(m, p, s, o);
+  StepCosts r;
+  r.pp = p.pp;
+  r.vpp = p.vpp;
+  r.num_micro_batches = p.num_micro_batches();
+  const int mb = r.num_micro_batches;
+  const int layers = m.num_layers / (p.pp * p.vpp);
+  const double pbytes = p.bf16 ? 2 : 4;
+
+  const Pricer::Block plain = pr.block(false), recomputed = pr.block(true);
+  const Pricer::Block emb = pr.embedding(), head = pr.head();
+  ChunkCost blocks{};
+  double block_tp_bytes = 0;
+  for (int i = 0; i < layers; ++i) {
+    const auto& b = block_is_recomputed(p, i, layers) ? recomputed : plain;
+    blocks = add(blocks, b.cost);
+    block_tp_bytes += b.tp_bytes;
+  }
+
+  const int dp_stride = p.tp;
+  auto dp_time = [&](Collective k, double bytes) { return collective_time(s, k, bytes, p.dp, dp_stride); };
+  auto dp_sent = [&](Collective k, double bytes) { return collective_bytes_sent(k, bytes, p.dp); };
+
+  r.chunks.resize(size_t(p.pp) * p.vpp);
+  r.transfer_s.assign(p.pp, 0.0);
+  r.grad_reduce_s.assign(p.pp, std::vector<double>(p.vpp, 0.0));
+  r.grad_bucket_fraction.assign(p.pp, 1.0);
+  r.param_gather_s.assign(p.pp, 0.0);
+  r.optimizer_s.assign(p.pp, 0.0);
+  r.tp_bytes.assign(p.pp, 0.0);
+  r.pp_bytes.assign(p.pp, 0.0);
+  r.dp_bytes.assign(p.pp, 0.0);
+
+  // Pipeline boundary: each TP rank sends its 1/TP slice.
+  const double boundary = pr.n * pr.h * pr.e / p.tp;
+  const double regather =
+      (p.tp > 1 && !p.sequence_parallel) ? collective_time(s, Collective::all_gather, pr.n * pr.h * pr.e, p.tp, 1) : 0;
+  for (int st = 0; st < p.pp && p.pp > 1; ++st) {
+    const int a = rank_of(p, {0, 0, st}), b = rank_of(p, {0, 0, (st + 1) % p.pp});
+    r.transfer_s[st] = p2p_time(s, boundary, a, b) + regather;
+  }
+
+  // Stages differ only as first, middle or last.
+  const StageLayout* kinds[3] = {&cache.stage_layout(m, p, 0), &cache.stage_layout(m, p, p.pp > 2 ? 1 : 0),
+                                 &cache.stage_layout(m, p, p.pp - 1)};
+  for (int st = 0; st < p.pp; ++st) {
+    const StageLayout& L = *kinds[st == 0 ? 0 : st == p.pp - 1 ? 2 : 1];
+    double tp_bytes = 0, dp_bytes = 0;
+    int sends = 0;
+    for (int c = 0; c < p.vpp; ++c) {
+      const int v = c * p.pp + st;
+      ChunkCost cc = blocks;
+      double tpb = block_tp_bytes;
+      if (v == 0) {
+        cc = add(cc, emb.cost);
+        tpb += emb.tp_bytes;
+      }
+      if (v == p.pp * p.vpp - 1) {
+        cc = add(cc, head.cost);
+        tpb += head.tp_bytes;
+      }
+      sends += (v > 0) + (v < p.pp * p.vpp - 1);
+      const double numel = double(L.chunk_numel[c]);
+      const int units = L.chunk_units[c];
+      if (p.zero_stage >= 2) {
+        const double rs = dp_time(Collective::reduce_scatter, numel * 4);
+        cc.backward_dp_s += o.overlap_grad_reduce ? overlapped(rs, cc.backward_compute_s, units) : rs;
+        dp_bytes += mb * dp_sent(Collective::reduce_scatter, numel * 4);
+      }
+      if (p.zero_stage >= 3) {
+        const double ag = dp_time(Collective::all_gather, numel * pbytes);
+        cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units);
+        cc.backward_dp_s += overlapped(ag, cc.backward_compute_s, units);
+        dp_bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes);
+      }
+      if (p.zero_stage == 0) {
+        r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * 4);
+        dp_bytes += dp_sent(Collective::all_reduce, numel * 4);
+      } else if (p.zero_stage == 1) {
+        r.grad_reduce_s[st][c] = dp_time(Collective::reduce_scatter, numel * 4);
+        dp_bytes += dp_sent(Collective::reduce_scatter, numel * 4);
+      }
+      r.chunks[size_t(st) * p.vpp + c] = cc;
+      tp_bytes += mb * tpb;
+    }
+    if (p.zero_stage == 1 || p.zero_stage == 2) {
+      r.param_gather_s[st] = dp_time(Collective::all_gather, double(L.numel) * pbytes);
+      dp_bytes += dp_sent(Collective::all_gather, double(L.numel) * pbytes);
+    }
+    r.grad_bucket_fraction[st] = std::min(1.0, kBucketElements / std::max(1.0, double(L.numel)));
+    const double shard = p.zero_stage >= 1 ? double(L.numel) / p.dp : double(L.numel);
+    r.optimizer_s[st] = pr.memory(shard * (p.bf16 ? 34 : 32));
+    r.tp_bytes[st] = tp_bytes;
+    r.dp_bytes[st] = dp_bytes;
+    r.pp_bytes[st] = double(mb) * sends * boundary;
+  }
+
+  if (p.pp > 1 && m.tied_embeddings) {
+    const double bytes = double(m.padded_vocab()) / p.tp * m.hidden_size * 4;
+    r.embedding_sync_s = collective_time(s, Collective::all_reduce, bytes, 2, p.tp * p.dp * (p.pp - 1));
+    const double sent = collective_bytes_sent(Collective::all_reduce, bytes, 2);
+    r.pp_bytes[0] += sent;
+    r.pp_bytes[p.pp - 1] += sent;
+  }
+  return r;
+}
+
+}  // namespace meshtrain::perf

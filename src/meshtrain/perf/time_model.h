@@ -1,0 +1,87 @@
+// Time model: how long each piece of one training step takes on one rank,
+// the durations the pipeline simulation walks with.
+//
+// Compute. A GEMM of M x K by K x N takes 2MKN / (peak x eff(min(M, N, K)))
+// with eff the system's matmul efficiency curve for the dtype: tensor
+// parallelism shrinks N or K by TP and so lowers the efficiency. A backward
+// GEMM pair (data and weight gradients) costs twice its forward. Memory-
+// bound kernels (LayerNorm, bias+GELU, dropout+residual, softmax, cross-
+// entropy, embedding lookup) cost bytes read and written / (HBM bandwidth x
+// elementwise efficiency). Attention: with flash attention, the FLOPs a
+// causal kernel executes (about half the s^2 product) at the system's flash
+// efficiency, backward 2.5 x forward, no s^2 memory traffic; without it,
+// the full score GEMMs at the matmul efficiency of head_dim plus four passes
+// over the s^2 score matrix forward and eight backward. Each kernel also
+// pays the system's launch overhead.
+//
+// Recompute: full recompute runs a block's forward again (with its tensor-
+// parallel collectives) inside its backward; selective runs the attention
+// core again.
+//
+// Communication per micro-batch (collective.h prices each):
+//   TP: per block 2 all-reduces forward and 2 backward of the block's
+//       activation (micro-batch x seq x hidden), or with sequence
+//       parallelism 2 all-gathers + 2 reduce-scatters each way; the
+//       embedding and head add theirs. With --tp-comm-overlap a block's
+//       collectives run under its GEMMs in 4 pieces: exposed =
+//       max(comm - gemm, 0) + min(comm, gemm) / 4.
+//   PP: each boundary moves micro-batch x seq x hidden / TP per rank (each
+//       TP rank its slice; without sequence parallelism the receiver
+//       all-gathers it over TP).
+//   DP: ZeRO-2 reduce-scatters each chunk's gradients after every micro-
+//       batch's backward, ZeRO-3 also all-gathers its parameters before each
+//       forward and backward; these overlap the chunk's compute except one
+//       unit's worth. ZeRO-0 all-reduces, ZeRO-1 reduce-scatters the fp32
+//       gradients once per step; ZeRO-1/2 all-gather the updated parameters
+//       after the optimizer.
+// Optimizer: Adam over the rank's shard, memory-bound: 34 bytes per element
+// with bf16 (fp32 gradient, master weight, m and v read and written, bf16
+// weight written, gradient norm), 32 in fp32.
+#pragma once
+
+#include <vector>
+
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/parallel/parallel_config.h"
+#include "meshtrain/perf/perf_cache.h"
+#include "meshtrain/perf/system_spec.h"
+
+namespace meshtrain::perf {
+
+// Framework behaviours that change exposure, with Megatron-LM's flag names.
+struct PerfOptions {
+  bool overlap_grad_reduce = false;   // step-end gradient reduction runs under the last backward
+  bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
+  bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs
+  bool overlap_p2p_comm = false;      // pipeline sends do not hold the sender
+};
+
+// One micro-batch through one model chunk on one rank, by where time goes.
+struct ChunkCost {
+  double forward_compute_s = 0, forward_tp_s = 0, forward_dp_s = 0;
+  double backward_compute_s = 0, backward_tp_s = 0, backward_dp_s = 0;
+  double forward_s() const { return forward_compute_s + forward_tp_s + forward_dp_s; }
+  double backward_s() const { return backward_compute_s + backward_tp_s + backward_dp_s; }
+};
+
+// Everything one step costs, per stage.
+struct StepCosts {
+  int pp = 1, vpp = 1, num_micro_batches = 1;
+  std::vector<ChunkCost> chunks;                  // [stage * vpp + chunk]
+  std::vector<double> transfer_s;                 // [stage]: stage -> stage + 1 (mod pp)
+  std::vector<std::vector<double>> grad_reduce_s; // [stage][chunk]: once per step (ZeRO-0/1)
+  std::vector<double> grad_bucket_fraction;       // [stage]: one bucket / the stage's gradients
+  std::vector<double> param_gather_s;             // [stage]: after the optimizer (ZeRO-1/2)
+  std::vector<double> optimizer_s;                // [stage]
+  double embedding_sync_s = 0;                    // tied embedding gradients, stage 0 and pp-1
+  // Bytes each rank of a stage sends per step, by parallel dimension.
+  std::vector<double> tp_bytes, pp_bytes, dp_bytes;  // [stage]
+
+  const ChunkCost& chunk(int stage, int c) const { return chunks[stage * vpp + c]; }
+};
+
+// The config must be valid (validate(m, p, world)).
+StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
+                     PerfCache& cache);
+
+}  // namespace meshtrain::perf

@@ -1,0 +1,39 @@
+// TrainOptions: every resolved setting of a training run (the CLI fills it
+// from Megatron-named flags and a model preset).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/optim/adamw.h"
+#include "meshtrain/optim/lr_schedule.h"
+#include "meshtrain/parallel/parallel_config.h"
+
+namespace meshtrain {
+
+struct TrainOptions {
+  ModelConfig model;
+  ParallelConfig parallel;
+  LrSchedule lr;
+  AdamWConfig adam;
+  float clip_grad = 1.0f;  // global-norm clipping threshold; 0 disables
+  int train_iters = 10;
+  uint64_t seed = 1234;
+  std::string data_path;   // folder with train.bin (and val.bin), or a token file
+  bool mock_data = false;  // deterministic pseudo-random tokens instead of a file
+  int eval_interval = 0;   // 0: evaluate only at the end (when eval_iters > 0)
+  int eval_iters = 0;      // validation batches per evaluation
+  std::string report_path; // JSON run report (rank 0 writes it)
+  std::string trace_path;  // Chrome trace of the run
+  std::string dump_weights_path;  // the trained weights, gathered, in serial order
+  double peak_tflops = 0;  // per rank, for MFU/HFU; 0: not reported
+  int log_interval = 1;
+  bool quiet = false;      // no per-iteration lines
+};
+
+void to_json(nlohmann::json& j, const TrainOptions& o);
+
+}  // namespace meshtrain

@@ -1,0 +1,316 @@
+#include "meshtrain/train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/memory.h"
+#include "meshtrain/core/rng.h"
+#include "meshtrain/data/loader.h"
+#include "meshtrain/data/token_file.h"
+#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/measure/timer.h"
+#include "meshtrain/model/flops.h"
+#include "meshtrain/parallel/pipeline_engine.h"
+
+namespace meshtrain {
+
+void to_json(nlohmann::json& j, const TrainOptions& o) {
+  j = nlohmann::json{{"model", o.model},
+                     {"parallel", o.parallel},
+                     {"lr", o.lr.lr},
+                     {"min_lr", o.lr.min_lr},
+                     {"lr_warmup_iters", o.lr.warmup},
+                     {"lr_decay_iters", o.lr.decay_iters},
+                     {"adam_beta1", o.adam.beta1},
+                     {"adam_beta2", o.adam.beta2},
+                     {"adam_eps", o.adam.eps},
+                     {"weight_decay", o.adam.weight_decay},
+                     {"clip_grad", o.clip_grad},
+                     {"train_iters", o.train_iters},
+                     {"seed", o.seed},
+                     {"data_path", o.data_path},
+                     {"mock_data", o.mock_data},
+                     {"eval_interval", o.eval_interval},
+                     {"eval_iters", o.eval_iters},
+                     {"peak_tflops", o.peak_tflops}};
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string train_file(const TrainOptions& o) {
+  return fs::is_directory(o.data_path) ? (fs::path(o.data_path) / "train.bin").string() : o.data_path;
+}
+std::string val_file(const TrainOptions& o) {
+  if (!fs::is_directory(o.data_path)) return "";
+  const auto p = fs::path(o.data_path) / "val.bin";
+  return fs::exists(p) ? p.string() : "";
+}
+
+// The step's sequences for this rank: micro-batch i at offset i * N. The
+// samples of global batch `it` depend on the seed alone, never on the
+// layout (see data/loader.h).
+class BatchSource {
+ public:
+  BatchSource(const TrainOptions& o) : o_(o) {
+    if (o.mock_data) return;
+    train_ = std::make_unique<data::TokenFile>(train_file(o));
+    train_->validate_vocab(o.model.vocab_size);
+    sampler_ = std::make_unique<data::SequenceSampler>(*train_, o.model.seq_length, o.seed);
+    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
+      val_ = std::make_unique<data::TokenFile>(v);
+      val_->validate_vocab(o.model.vocab_size);
+      eval_ = std::make_unique<data::EvalSampler>(*val_, o.model.seq_length, o.parallel.global_batch_size);
+    }
+  }
+  bool has_eval() const { return o_.mock_data ? o_.eval_iters > 0 : eval_ != nullptr; }
+  int64_t eval_batches() const { return o_.mock_data ? o_.eval_iters : std::min<int64_t>(o_.eval_iters, eval_->num_batches()); }
+
+  void fill(int64_t it, bool eval, int dp_rank, int32_t* tokens, int32_t* targets) const {
+    const ParallelConfig& p = o_.parallel;
+    const int m = p.num_micro_batches(), N = p.micro_batch_size * o_.model.seq_length;
+    for (int mb = 0; mb < m; ++mb) {
+      const int first = data::micro_batch_first_sequence(dp_rank, m, mb, p.micro_batch_size);
+      int32_t* tk = tokens + int64_t{mb} * N;
+      int32_t* tg = targets + int64_t{mb} * N;
+      if (o_.mock_data)
+        mock(it, eval, first, tk, tg);
+      else if (eval)
+        eval_->fill_micro_batch(it, first, p.micro_batch_size, tk, tg);
+      else
+        sampler_->fill_micro_batch(it, p.global_batch_size, first, p.micro_batch_size, tk, tg);
+    }
+  }
+
+ private:
+  // Token t of sequence j of batch `it`: a hash, so any layout sees the same.
+  void mock(int64_t it, bool eval, int first, int32_t* tk, int32_t* tg) const {
+    const int S = o_.model.seq_length, V = o_.model.vocab_size;
+    for (int b = 0; b < o_.parallel.micro_batch_size; ++b) {
+      const uint64_t seq = static_cast<uint64_t>(it) * o_.parallel.global_batch_size + first + b;
+      for (int t = 0; t <= S; ++t) {
+        const int32_t v = static_cast<int32_t>(hash3(o_.seed, eval ? 2 : 1, seq * (S + 1) + t) % V);
+        if (t < S) tk[b * S + t] = v;
+        if (t > 0) tg[b * S + t - 1] = v;
+      }
+    }
+  }
+  const TrainOptions& o_;
+  std::unique_ptr<data::TokenFile> train_, val_;
+  std::unique_ptr<data::SequenceSampler> sampler_;
+  std::unique_ptr<data::EvalSampler> eval_;
+};
+
+std::string human_bytes(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, ++i;
+  return fmt::format("{:.1f} {}", b, u[i]);
+}
+
+std::string human_time(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02d}s", int(s) / 60, int(s) % 60);
+  return fmt::format("{}h{:02d}m", int(s) / 3600, (int(s) % 3600) / 60);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Every element of the model once, in the serial run's parameter order:
+// each rank adds the elements it is the owner of (DP rank 0, TP rank 0 for
+// replicated tensors, the first stage for the tied embedding) into a
+// world-wide sum that lands on every rank.
+template <class T>
+std::vector<float> gather_serial_weights(ShardedState<T>& state, ProcessMesh& mesh, const TrainOptions& o) {
+  ParallelConfig serial;
+  const Layout full = Layout::build(o.model, serial, 0, 0);
+  std::map<std::string, const ParamSpec*> where;
+  for (const Unit& u : full.units())
+    for (const ParamSpec& s : u.params) where[s.name] = &s;
+  std::vector<float> out(full.numel(), 0.0f);
+  const RankCoord c = mesh.coord();
+  for (const Unit& u : state.layout().units()) {
+    if (u.name == "head.word") continue;
+    state.gather(u);
+    for (const ParamSpec& s : u.params) {
+      if (c.dp != 0 || (s.tp_replicated() && c.tp != 0)) continue;
+      const ParamSpec& f = *where.at(s.name);
+      const T* w = state.weights(u) + (s.offset - u.offset);
+      for (int64_t i = 0; i < s.numel(); ++i) {
+        const int64_t gi = s.row_offset + i / s.local_cols, gj = s.col_offset + i % s.local_cols;
+        out[f.offset + gi * f.cols + gj] = to_f32(w[i]);
+      }
+    }
+    state.release(u);
+  }
+  mesh.world().all_reduce(out.data(), static_cast<int64_t>(out.size()));
+  return out;
+}
+
+template <class T>
+TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
+  const ParallelConfig& p = o.parallel;
+  const ModelConfig& m = o.model;
+  const bool rank0 = mesh.rank() == 0;
+  const bool tty = rank0 && !o.quiet && isatty(fileno(stdout));
+  BatchSource data(o);  // opens and validates the data before the big allocations
+
+  PipelineEngine<T> engine(m, p, mesh, o.seed);
+  const int mbs = p.num_micro_batches();
+  const int64_t N = int64_t{p.micro_batch_size} * m.seq_length;
+  Buffer tokens(MemCategory::activations, mbs * N * sizeof(int32_t));
+  Buffer targets(MemCategory::activations, mbs * N * sizeof(int32_t));
+  const StepBatch batch{tokens.as<int32_t>(), targets.as<int32_t>(), mbs};
+  const double tokens_per_step = double(p.global_batch_size) * m.seq_length;
+  const float dloss = static_cast<float>(1.0 / tokens_per_step);
+  const StepFlops flops = step_flops(m, p, tokens_per_step);
+
+  TrainResult r;
+  r.tokens_per_step = tokens_per_step;
+  auto evaluate = [&](int it) {
+    double sums[2] = {0, 0};
+    for (int64_t b = 0; b < data.eval_batches(); ++b) {
+      data.fill(b, true, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
+      const StepStats s = engine.eval_step(batch);
+      sums[0] += s.loss_sum;
+      sums[1] += double(s.loss_tokens);
+    }
+    mesh.world().all_reduce(sums, 2);
+    const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    r.val_losses.emplace_back(it, loss);
+    if (rank0 && !o.quiet) fmt::print("{}validation | iter {} | loss {:.4f} | ppl {:.2f}\n", tty ? "\r\033[K" : "", it, loss, std::exp(loss));
+    std::fflush(stdout);
+  };
+
+  const double t_start = now_s();
+  for (int it = 0; it < o.train_iters; ++it) {
+    const double t0 = now_s();
+    data.fill(it, false, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
+    const StepStats s = engine.train_step(batch, dloss);
+    double red[3] = {s.loss_sum, double(s.loss_tokens), engine.state().grad_sq_norm_local()};
+    mesh.world().all_reduce(red, 3);
+    const double loss = red[0] / red[1];
+    const double norm = std::sqrt(red[2]);
+    const float scale = (o.clip_grad > 0 && norm > o.clip_grad) ? static_cast<float>(o.clip_grad / norm) : 1.0f;
+    const float lr = o.lr.at(it);
+    engine.state().step(lr, scale, it + 1, o.adam);
+    const double dt = now_s() - t0;
+    r.losses.push_back(loss);
+    r.step_times_s.push_back(dt);
+    r.grad_norms.push_back(norm);
+    r.lrs.push_back(lr);
+    if (rank0 && !o.quiet && (it % o.log_interval == 0 || it + 1 == o.train_iters)) {
+      const double peak = double(MemoryTracker::global().snapshot().peak_total);
+      fmt::print("{}iter {:>5}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} GFLOP/s | peak mem {}\n",
+                 tty ? "\r\033[K" : "", it + 1, o.train_iters, loss, lr, norm, tokens_per_step / dt,
+                 flops.model / dt / 1e9 / mesh.world_size(), human_bytes(peak));
+    }
+    if (tty) {
+      const double elapsed = now_s() - t_start, frac = double(it + 1) / o.train_iters;
+      const int w = 30, fill = static_cast<int>(frac * w);
+      fmt::print("[{}{}] {:3.0f}% ETA {}", std::string(fill, '#'), std::string(w - fill, ' '), 100 * frac,
+                 human_time(elapsed / frac - elapsed));
+    }
+    std::fflush(stdout);
+    if (data.has_eval() && o.eval_interval > 0 && (it + 1) % o.eval_interval == 0 && it + 1 < o.train_iters)
+      evaluate(it + 1);
+  }
+  if (tty) fmt::print("\r\033[K");
+  if (data.has_eval()) evaluate(o.train_iters);
+  std::vector<double> later(r.step_times_s.begin() + (r.step_times_s.size() > 1 ? 1 : 0), r.step_times_s.end());
+  r.tokens_per_s = tokens_per_step / median(later);
+
+  if (!o.dump_weights_path.empty()) {
+    const std::vector<float> w = gather_serial_weights(engine.state(), mesh, o);
+    if (rank0)
+      write_file_atomically(o.dump_weights_path,
+                            std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)));
+  }
+
+  // Memory: the most loaded rank's peak per category.
+  const MemorySnapshot ms = MemoryTracker::global().snapshot();
+  double peaks[kNumMemCategories + 2];
+  for (int i = 0; i < kNumMemCategories; ++i) peaks[i] = double(ms.peak[i]);
+  peaks[kNumMemCategories] = double(ms.peak_total);
+  peaks[kNumMemCategories + 1] = double(process_peak_rss_bytes());
+  mesh.world().all_reduce(peaks, kNumMemCategories + 2, ReduceOp::max);
+
+  if (rank0 && !o.report_path.empty()) {
+    nlohmann::json j;
+    j["config"] = o;
+    j["world_size"] = mesh.world_size();
+    j["losses"] = r.losses;
+    j["step_times_s"] = r.step_times_s;
+    j["grad_norms"] = r.grad_norms;
+    j["lrs"] = r.lrs;
+    j["val_losses"] = nlohmann::json::array();
+    for (auto [i, l] : r.val_losses) j["val_losses"].push_back({{"iteration", i}, {"loss", l}});
+    j["tokens_per_step"] = tokens_per_step;
+    j["tokens_per_s"] = r.tokens_per_s;
+    j["model_flops_per_step"] = flops.model;
+    j["hardware_flops_per_step"] = flops.hardware;
+    const double step = median(later);
+    j["model_tflops_per_rank"] = flops.model / step / 1e12 / mesh.world_size();
+    j["hardware_tflops_per_rank"] = flops.hardware / step / 1e12 / mesh.world_size();
+    if (o.peak_tflops > 0) {
+      j["mfu"] = j["model_tflops_per_rank"].get<double>() / o.peak_tflops;
+      j["hfu"] = j["hardware_tflops_per_rank"].get<double>() / o.peak_tflops;
+    }
+    nlohmann::json mem;
+    for (int i = 0; i < kNumMemCategories; ++i) mem[std::string(mem_category_name(MemCategory(i)))] = int64_t(peaks[i]);
+    mem["total"] = int64_t(peaks[kNumMemCategories]);
+    j["memory_peak_bytes"] = mem;
+    j["process_peak_rss_bytes"] = int64_t(peaks[kNumMemCategories + 1]);
+    write_file_atomically(o.report_path, j.dump(2));
+  }
+  if (rank0 && !o.quiet) {
+    fmt::print("\nsummary | {} iterations | final loss {:.4f} | {:.0f} tokens/s (median) | {:.2f} TFLOP/s per rank (model) | peak memory {} (params {}, grads {}, optimizer {}, activations {})\n",
+               o.train_iters, r.losses.empty() ? 0.0 : r.losses.back(), r.tokens_per_s,
+               flops.model / median(later) / 1e12 / mesh.world_size(), human_bytes(peaks[kNumMemCategories]),
+               human_bytes(peaks[0]), human_bytes(peaks[1]), human_bytes(peaks[2]), human_bytes(peaks[3]));
+  }
+  return r;
+}
+
+}  // namespace
+
+void check_options(const TrainOptions& o, int world_size) {
+  ParallelConfig p = o.parallel;
+  validate(o.model, p, world_size);
+  check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
+  check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
+  check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);
+  check(o.eval_iters >= 0 && o.eval_interval >= 0, "eval-iters and eval-interval must not be negative");
+  if (!o.mock_data) {
+    check(!o.data_path.empty(), "no --data-path given (or use --mock-data)");
+    check(fs::exists(o.data_path), "data path {} does not exist", o.data_path);
+    const std::string f = train_file(o);
+    check(fs::exists(f), "training token file {} does not exist", f);
+    const data::TokenFile t(f);  // validates header and size
+    check(t.size() >= int64_t{o.model.seq_length} + 1, "token file {} holds {} tokens, fewer than seq-length + 1 = {}",
+          f, t.size(), o.model.seq_length + 1);
+  }
+}
+
+TrainResult train(const TrainOptions& o, ProcessMesh& mesh) {
+  if (o.parallel.bf16) return train_impl<bf16>(o, mesh);
+  return train_impl<float>(o, mesh);
+}
+
+}  // namespace meshtrain

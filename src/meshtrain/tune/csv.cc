@@ -1,0 +1,96 @@
+#include "meshtrain/tune/csv.h"
+
+#include <fstream>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::tune {
+
+int CsvTable::column(const std::string& name) const {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return int(i);
+  return -1;
+}
+
+const std::string& CsvTable::field(size_t r, const std::string& name) const {
+  static const std::string empty;
+  const int c = column(name);
+  if (c < 0 || size_t(c) >= rows[r].size()) return empty;
+  return rows[r][c];
+}
+
+namespace {
+
+// Reads one record; returns false at end of input. `line` counts lines.
+bool read_record(std::istream& in, std::vector<std::string>& out, int& line, bool& unterminated) {
+  out.clear();
+  unterminated = false;
+  std::string field;
+  bool quoted = false, any = false;
+  char ch;
+  while (in.get(ch)) {
+    any = true;
+    if (quoted) {
+      if (ch == '"') {
+        if (in.peek() == '"') {
+          in.get(ch);
+          field += '"';
+        } else {
+          quoted = false;
+        }
+      } else {
+        if (ch == '\n') ++line;
+        field += ch;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      out.push_back(std::move(field));
+      field.clear();
+    } else if (ch == '\n') {
+      ++line;
+      out.push_back(std::move(field));
+      return true;
+    } else if (ch != '\r') {
+      field += ch;
+    }
+  }
+  if (!any) return false;
+  unterminated = quoted;
+  out.push_back(std::move(field));
+  return true;
+}
+
+}  // namespace
+
+CsvTable read_csv(std::istream& in) {
+  CsvTable t;
+  int line = 1;
+  bool unterminated = false;
+  if (!read_record(in, t.header, line, unterminated)) return t;
+  std::vector<std::string> rec;
+  int start = line;
+  while (read_record(in, rec, line, unterminated)) {
+    const bool blank = rec.size() == 1 && rec[0].empty();
+    if (unterminated)
+      t.errors.push_back(fmt::format("line {}: unterminated quoted field", start));
+    else if (!blank && rec.size() != t.header.size())
+      t.errors.push_back(fmt::format("line {}: {} fields, header has {}", start, rec.size(), t.header.size()));
+    else if (!blank) {
+      t.rows.push_back(rec);
+      t.row_lines.push_back(start);
+    }
+    start = line;
+  }
+  return t;
+}
+
+CsvTable read_csv_file(const std::string& path) {
+  std::ifstream f(path);
+  check(f.good(), "cannot read CSV file '{}'", path);
+  return read_csv(f);
+}
+
+}  // namespace meshtrain::tune

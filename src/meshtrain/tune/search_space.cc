@@ -1,0 +1,71 @@
+#include "meshtrain/tune/search_space.h"
+
+namespace meshtrain::tune {
+
+namespace {
+
+std::vector<int> divisors(int n, int limit) {
+  std::vector<int> d;
+  for (int i = 1; i <= n && i <= limit; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+template <typename T>
+const std::vector<T>& or_default(const std::vector<T>& given, const std::vector<T>& all) {
+  return given.empty() ? all : given;
+}
+
+}  // namespace
+
+std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs,
+                                      int max_tp) {
+  std::vector<ParallelConfig> out;
+  const auto tps = or_default(sp.tp, divisors(num_gpus, max_tp));
+  const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
+  const auto recs = or_default(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective,
+                                                                     Recompute::full});
+  const auto flashes = or_default(sp.flash_attention, std::vector<bool>{true, false});
+  for (int tp : tps) {
+    const auto pps = or_default(sp.pp, divisors(m.num_layers, m.num_layers));
+    for (int pp : pps) {
+      if (num_gpus % (tp * pp) != 0) continue;
+      const int dp = num_gpus / (tp * pp);
+      const int per_stage = m.num_layers % pp == 0 ? m.num_layers / pp : 1;
+      std::vector<int> vpps = {1};
+      if (pp > 1)
+        for (int v : divisors(per_stage, per_stage))
+          if (v > 1) vpps.push_back(v);
+      const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
+      std::vector<int> mbss;
+      for (int b = 1; b <= 16; b *= 2)
+        if (per_dp % b == 0) mbss.push_back(b);
+      const auto sps = or_default(sp.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                : std::vector<bool>{false});
+      for (int vpp : or_default(sp.vpp, vpps))
+        for (int mbs : or_default(sp.micro_batch_size, mbss))
+          for (int zero : zeros)
+            for (Recompute rc : recs)
+              for (bool seqp : sps)
+                for (bool flash : flashes) {
+                  ParallelConfig p;
+                  p.tp = tp;
+                  p.pp = pp;
+                  p.dp = dp;
+                  p.vpp = vpp;
+                  p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+                  p.zero_stage = zero;
+                  p.micro_batch_size = mbs;
+                  p.global_batch_size = gbs;
+                  p.recompute = rc;
+                  p.sequence_parallel = seqp;
+                  p.flash_attention = flash;
+                  p.bf16 = sp.bf16;
+                  out.push_back(p);
+                }
+    }
+  }
+  return out;
+}
+
+}  // namespace meshtrain::tune

@@ -1,0 +1,191 @@
+// Causal attention: forward against a naive double-precision reference
+// (full softmax with the causal mask), backward by finite differences and
+// against a double analytic backward, bf16, determinism.
+#include "meshtrain/kernels/attention.h"
+
+#include <limits>
+
+#include "testing.h"
+
+namespace meshtrain::kernels {
+namespace {
+
+using namespace mt_test;
+
+struct Dims {
+  int B, T, H, hd;
+};
+std::string name(const Dims& d) {
+  return "B" + std::to_string(d.B) + "T" + std::to_string(d.T) + "H" + std::to_string(d.H) + "hd" +
+         std::to_string(d.hd);
+}
+
+size_t qkv_index(const Dims& d, int b, int t, int h, int which, int e) {
+  return ((((size_t(b) * d.T + t) * d.H + h) * 3 + which) * d.hd) + e;
+}
+size_t out_index(const Dims& d, int b, int t, int h, int e) {
+  return ((size_t(b) * d.T + t) * d.H + h) * d.hd + e;
+}
+
+struct RefAttn {
+  vecd out, lse;
+};
+RefAttn ref_forward(const vecd& qkv, const Dims& d) {
+  RefAttn r{vecd(size_t(d.B) * d.T * d.H * d.hd), vecd(size_t(d.B) * d.H * d.T)};
+  const double scale = 1.0 / std::sqrt(double(d.hd));
+  vecd s(d.T);
+  for (int b = 0; b < d.B; ++b)
+    for (int h = 0; h < d.H; ++h)
+      for (int i = 0; i < d.T; ++i) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j <= i; ++j) {
+          double acc = 0;
+          for (int e = 0; e < d.hd; ++e) acc += qkv[qkv_index(d, b, i, h, 0, e)] * qkv[qkv_index(d, b, j, h, 1, e)];
+          s[j] = acc * scale;
+          m = std::max(m, s[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) sum += std::exp(s[j] - m);
+        for (int e = 0; e < d.hd; ++e) {
+          double o = 0;
+          for (int j = 0; j <= i; ++j) o += std::exp(s[j] - m) / sum * qkv[qkv_index(d, b, j, h, 2, e)];
+          r.out[out_index(d, b, i, h, e)] = o;
+        }
+        r.lse[(size_t(b) * d.H + h) * d.T + i] = m + std::log(sum);
+      }
+  return r;
+}
+
+// Analytic backward in double (the textbook softmax backward, full P).
+vecd ref_backward(const vecd& qkv, const vecd& dout, const Dims& d) {
+  vecd dqkv(qkv.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(double(d.hd));
+  const int T = d.T;
+  vecd P(size_t(T) * T), dP(size_t(T) * T);
+  for (int b = 0; b < d.B; ++b)
+    for (int h = 0; h < d.H; ++h) {
+      auto q = [&](int t, int e) { return qkv[qkv_index(d, b, t, h, 0, e)]; };
+      auto k = [&](int t, int e) { return qkv[qkv_index(d, b, t, h, 1, e)]; };
+      auto v = [&](int t, int e) { return qkv[qkv_index(d, b, t, h, 2, e)]; };
+      auto g = [&](int t, int e) { return dout[out_index(d, b, t, h, e)]; };
+      for (int i = 0; i < T; ++i) {
+        double m = -1e300, sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          double acc = 0;
+          for (int e = 0; e < d.hd; ++e) acc += q(i, e) * k(j, e);
+          P[i * T + j] = acc * scale;
+          m = std::max(m, P[i * T + j]);
+        }
+        for (int j = 0; j <= i; ++j) sum += (P[i * T + j] = std::exp(P[i * T + j] - m));
+        double D = 0;
+        for (int j = 0; j <= i; ++j) {
+          P[i * T + j] /= sum;
+          double acc = 0;
+          for (int e = 0; e < d.hd; ++e) acc += g(i, e) * v(j, e);
+          dP[i * T + j] = acc;
+          D += P[i * T + j] * acc;
+        }
+        for (int j = 0; j <= i; ++j) {
+          const double ds = P[i * T + j] * (dP[i * T + j] - D) * scale;
+          for (int e = 0; e < d.hd; ++e) {
+            dqkv[qkv_index(d, b, i, h, 0, e)] += ds * k(j, e);
+            dqkv[qkv_index(d, b, j, h, 1, e)] += ds * q(i, e);
+            dqkv[qkv_index(d, b, j, h, 2, e)] += P[i * T + j] * g(i, e);
+          }
+        }
+      }
+    }
+  return dqkv;
+}
+
+vecf make_qkv(const Dims& d, uint64_t seed) { return randn(size_t(d.B) * d.T * d.H * 3 * d.hd, seed, 1.0f); }
+
+class AttentionShapes : public ::testing::TestWithParam<Dims> {};
+
+// Forward out and lse vs the double reference: rtol 1e-5 (floor 1e-2 of
+// max); lse rtol 1e-5.
+TEST_P(AttentionShapes, ForwardMatchesDoubleReference) {
+  const Dims d = GetParam();
+  const vecf qkv = make_qkv(d, 1);
+  vecf out(size_t(d.B) * d.T * d.H * d.hd), lse(size_t(d.B) * d.H * d.T);
+  attention_forward(out.data(), lse.data(), qkv.data(), d.B, d.T, d.H, d.hd);
+  const RefAttn r = ref_forward(to_double(qkv), d);
+  EXPECT_TRUE(close(out, r.out, 1e-5));
+  EXPECT_TRUE(close(lse, r.lse, 1e-5));
+}
+
+// Backward vs the double analytic backward on every element: rtol 1e-4
+// (floor 1e-2 of max).
+TEST_P(AttentionShapes, BackwardMatchesDoubleReference) {
+  const Dims d = GetParam();
+  const vecf qkv = make_qkv(d, 2), g = randn(size_t(d.B) * d.T * d.H * d.hd, 3);
+  vecf out(g.size()), lse(size_t(d.B) * d.H * d.T), dqkv(qkv.size(), 7.0f);
+  attention_forward(out.data(), lse.data(), qkv.data(), d.B, d.T, d.H, d.hd);
+  attention_backward(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), d.B, d.T, d.H, d.hd);
+  EXPECT_TRUE(close(dqkv, ref_backward(to_double(qkv), to_double(g), d), 1e-4));
+}
+
+// bf16 vs fp32 kernels on identical inputs: rtol 2e-2 (floor 1e-2 of max).
+TEST_P(AttentionShapes, Bf16MatchesFloat) {
+  const Dims d = GetParam();
+  const vecf qkv = round_bf16(make_qkv(d, 4)), g = round_bf16(randn(size_t(d.B) * d.T * d.H * d.hd, 5));
+  vecf out(g.size()), lse(size_t(d.B) * d.H * d.T), dqkv(qkv.size());
+  attention_forward(out.data(), lse.data(), qkv.data(), d.B, d.T, d.H, d.hd);
+  // the bf16 backward sees the bf16 forward output; use the same for fp32
+  const auto qkv16 = to_bf16(qkv), g16 = to_bf16(g);
+  std::vector<bf16> out16(out.size()), dqkv16(qkv.size());
+  vecf lse16(lse.size());
+  attention_forward(out16.data(), lse16.data(), qkv16.data(), d.B, d.T, d.H, d.hd);
+  EXPECT_TRUE(close(from_bf16(out16), out, 2e-2));
+  EXPECT_TRUE(close(lse16, lse, 2e-2));
+  const vecf out_r = from_bf16(out16);
+  attention_backward(dqkv.data(), g.data(), qkv.data(), out_r.data(), lse16.data(), d.B, d.T, d.H, d.hd);
+  attention_backward(dqkv16.data(), g16.data(), qkv16.data(), out16.data(), lse16.data(), d.B, d.T, d.H, d.hd);
+  EXPECT_TRUE(close(from_bf16(dqkv16), dqkv, 2e-2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionShapes,
+                         ::testing::Values(Dims{1, 1, 1, 8}, Dims{2, 5, 3, 8}, Dims{1, 64, 2, 16},
+                                           Dims{2, 70, 2, 24}, Dims{1, 130, 1, 64}, Dims{1, 200, 2, 40},
+                                           Dims{1, 257, 1, 128}),
+                         [](const auto& info) { return name(info.param); });
+
+// Finite differences of loss = sum(out * G) (double reference) for every
+// element of qkv on a small shape and a sample of 300 on a multi-tile
+// shape (T = 130: three query and key blocks, the last partial); rtol 1e-3
+// (floor 1e-2 of max).
+TEST(Attention, GradientMatchesFiniteDifferences) {
+  for (const Dims d : {Dims{2, 5, 2, 8}, Dims{1, 130, 1, 16}}) {
+    const vecf qkv = make_qkv(d, 6), g = randn(size_t(d.B) * d.T * d.H * d.hd, 7);
+    vecf out(g.size()), lse(size_t(d.B) * d.H * d.T), dqkv(qkv.size());
+    attention_forward(out.data(), lse.data(), qkv.data(), d.B, d.T, d.H, d.hd);
+    attention_backward(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), d.B, d.T, d.H, d.hd);
+    vecd x = to_double(qkv);
+    const vecd gd = to_double(g);
+    auto loss = [&] { return dot(ref_forward(x, d).out, gd); };
+    const GradSample s = grad_check(loss, x, dqkv, 300);
+    EXPECT_TRUE(close(s.kernel, s.numeric, 1e-3)) << name(d);
+  }
+}
+
+// Repeated calls and 1 vs 2 threads give bitwise identical out, lse, dqkv.
+TEST(Attention, DeterministicAcrossCallsAndThreadCounts) {
+  const Dims d{2, 100, 3, 32};
+  const vecf qkv = make_qkv(d, 8), g = randn(size_t(d.B) * d.T * d.H * d.hd, 9);
+  auto run = [&] {
+    vecf out(g.size()), lse(size_t(d.B) * d.H * d.T), dqkv(qkv.size());
+    attention_forward(out.data(), lse.data(), qkv.data(), d.B, d.T, d.H, d.hd);
+    attention_backward(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), d.B, d.T, d.H, d.hd);
+    return std::vector<vecf>{out, lse, dqkv};
+  };
+  std::vector<vecf> a, b, c;
+  with_threads(2, [&] { a = run(); b = run(); });
+  with_threads(1, [&] { c = run(); });
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a[i], b[i])) << i;
+    EXPECT_TRUE(bitwise_equal(a[i], c[i])) << i;
+  }
+}
+
+}  // namespace
+}  // namespace meshtrain::kernels
