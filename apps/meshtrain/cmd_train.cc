@@ -4,8 +4,12 @@
 // large allocation; rank 0 prints the one-line error and all exit non-zero.
 #include <mpi.h>
 
+#include <omp.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include "commands.h"
 #include "meshtrain/comm/abort.h"
@@ -71,7 +75,20 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   return o;
 }
 
+// Ranks sharing a node share its cores: unless OMP_NUM_THREADS says
+// otherwise, each rank gets cores / ranks-on-this-node threads (spinning
+// OpenMP threads on oversubscribed cores are far slower than fewer threads).
+void set_threads_per_rank() {
+  if (std::getenv("OMP_NUM_THREADS")) return;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local) local = std::getenv("SLURM_NTASKS_PER_NODE");
+  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  omp_set_num_threads(std::max(1, cores / ranks));
+}
+
 int run_train(const TrainFlags& f) {
+  set_threads_per_rank();
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int rank = 0, world = 1;

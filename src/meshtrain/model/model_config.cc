@@ -99,10 +99,11 @@ std::string config_root() {
 
 ModelConfig load_model_config(const std::string& name_or_path) {
   namespace fs = std::filesystem;
-  fs::path p = name_or_path;
-  if (!fs::exists(p)) p = fs::path(config_root()) / "models" / (name_or_path + ".json");
-  check(fs::exists(p), "model '{}' not found (neither a file nor a preset in {}/models)", name_or_path,
-        config_root());
+  // A bare name is a preset; anything with a slash or a .json suffix a file.
+  const bool is_path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".json";
+  const fs::path p = is_path ? fs::path(name_or_path) : fs::path(config_root()) / "models" / (name_or_path + ".json");
+  check(fs::is_regular_file(p), "model '{}' not found ({} is not a file{})", name_or_path, p.string(),
+        is_path ? "" : "; presets live in " + config_root() + "/models");
   std::ifstream f(p);
   nlohmann::json j;
   try {

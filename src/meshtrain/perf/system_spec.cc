@@ -81,6 +81,9 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
     double us = 0;
     get(c, "kernel_overhead_us", us);
     s.compute.kernel_overhead_s = us * 1e-6;
+    us = 0;
+    get(c, "action_overhead_us", us);
+    s.compute.action_overhead_s = us * 1e-6;
   }
   if (j.contains("memory")) {
     const auto& m = j.at("memory");
@@ -143,7 +146,8 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"matmul_efficiency_fp32", s.compute.matmul_efficiency_fp32},
         {"flash_attention_efficiency", s.compute.flash_attention_efficiency},
         {"attention_matmul_efficiency", s.compute.attention_matmul_efficiency},
-        {"kernel_overhead_us", s.compute.kernel_overhead_s * 1e6}}},
+        {"kernel_overhead_us", s.compute.kernel_overhead_s * 1e6},
+        {"action_overhead_us", s.compute.action_overhead_s * 1e6}}},
       {"memory",
        {{"hbm_gib", s.memory.hbm_bytes / 1073741824.0},
         {"bandwidth_gbs", s.memory.bandwidth_gbs},

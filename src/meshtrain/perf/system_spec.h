@@ -53,6 +53,7 @@ struct ComputeSpec {
   double flash_attention_efficiency = 0.5;  // of peak, over the FLOPs a causal kernel executes
   double attention_matmul_efficiency = 0.0; // non-flash score GEMMs; 0: matmul curve at head_dim
   double kernel_overhead_s = 0;    // launch and synchronization cost per kernel
+  double action_overhead_s = 0;    // host-side cost per forward or backward of one chunk
 };
 
 struct SystemSpec {

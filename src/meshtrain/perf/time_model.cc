@@ -273,6 +273,8 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
         r.grad_reduce_s[st][c] = dp_time(Collective::reduce_scatter, numel * 4);
         dp_bytes += dp_sent(Collective::reduce_scatter, numel * 4);
       }
+      cc.forward_compute_s += s.compute.action_overhead_s;
+      cc.backward_compute_s += s.compute.action_overhead_s;
       r.chunks[size_t(st) * p.vpp + c] = cc;
       tp_bytes += mb * tpb;
     }

@@ -7,7 +7,10 @@
 // GEMM pair (data and weight gradients) costs twice its forward. Memory-
 // bound kernels (LayerNorm, bias+GELU, dropout+residual, softmax, cross-
 // entropy, embedding lookup) cost bytes read and written / (HBM bandwidth x
-// elementwise efficiency). Attention: with flash attention, the FLOPs a
+// elementwise efficiency). Each forward and backward action of a chunk also
+// pays the system's host-side action overhead (framework work between
+// kernels: scheduling, pipeline bookkeeping). Attention: with flash
+// attention, the FLOPs a
 // causal kernel executes (about half the s^2 product) at the system's flash
 // efficiency, backward 2.5 x forward, no s^2 memory traffic; without it,
 // the full score GEMMs at the matmul efficiency of head_dim plus four passes

@@ -66,11 +66,9 @@ class BatchSource {
   BatchSource(const TrainOptions& o) : o_(o) {
     if (o.mock_data) return;
     train_ = std::make_unique<data::TokenFile>(train_file(o));
-    train_->validate_vocab(o.model.vocab_size);
     sampler_ = std::make_unique<data::SequenceSampler>(*train_, o.model.seq_length, o.seed);
     if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
       val_ = std::make_unique<data::TokenFile>(v);
-      val_->validate_vocab(o.model.vocab_size);
       eval_ = std::make_unique<data::EvalSampler>(*val_, o.model.seq_length, o.parallel.global_batch_size);
     }
   }
@@ -305,6 +303,13 @@ void check_options(const TrainOptions& o, int world_size) {
     const data::TokenFile t(f);  // validates header and size
     check(t.size() >= int64_t{o.model.seq_length} + 1, "token file {} holds {} tokens, fewer than seq-length + 1 = {}",
           f, t.size(), o.model.seq_length + 1);
+    t.validate_vocab(o.model.vocab_size);
+    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
+      const data::TokenFile val(v);
+      check(val.size() >= int64_t{o.model.seq_length} * o.parallel.global_batch_size + 1,
+            "validation file {} holds {} tokens, fewer than one global batch", v, val.size());
+      val.validate_vocab(o.model.vocab_size);
+    }
   }
 }
 

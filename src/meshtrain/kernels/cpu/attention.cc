@@ -16,30 +16,15 @@ using cpu::st;
 namespace {
 
 // The tile products are small dense matrix products on fp32 scratch, written
-// with the compiler's generic vector type (one AVX-512 register where
-// available) so the accumulators stay in registers.
-#if defined(__AVX512F__)
-constexpr int kVL = 16;
-typedef float vec __attribute__((vector_size(64)));
-#else
-constexpr int kVL = 8;
-typedef float vec __attribute__((vector_size(32)));
-#endif
+// with vfloat (one SIMD register) so the accumulators stay in registers.
+using cpu::kVL;
+using cpu::vbroadcast;
+using cpu::vload;
+using cpu::vstore;
+using vec = cpu::vfloat;
 
 constexpr int kBlk = kAttentionBlock;
 constexpr int kRows = 4;  // rows per register block
-
-inline vec vload(const float* p) {
-  vec v;
-  std::memcpy(&v, p, sizeof(vec));
-  return v;
-}
-inline void vstore(float* p, vec v) { std::memcpy(p, &v, sizeof(vec)); }
-#if defined(__AVX512F__)
-inline vec vbroadcast(float x) { return vec{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-#else
-inline vec vbroadcast(float x) { return vec{x, x, x, x, x, x, x, x}; }
-#endif
 
 // C[r][0 : NV*kVL] (= or +=) sum_k A(r, k) * B[k][0 : NV*kVL] for r < kRows,
 // with A(r, k) = A[r * ars + k * aks] (row-major A or a transposed view).
