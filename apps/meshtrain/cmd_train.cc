@@ -179,6 +179,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--trace", o.trace_path, "Write a Chrome trace (Perfetto) here")->group(g);
   cmd->add_option("--dump-weights", o.dump_weights_path, "Write the trained weights (fp32, serial order) here")
       ->group(g);
+  cmd->add_option("--sample-tokens", o.sample_tokens, "After training, generate this many tokens")->group(g);
+  cmd->add_option("--sample-prompt", o.sample_prompt, "Text the sample continues")->group(g);
   cmd->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU/HFU")->group(g);
   cmd->callback([&run, f] { run = [f] { return run_train(*f); }; });
 }

@@ -3,6 +3,8 @@
 // against a double analytic backward, bf16, determinism.
 #include "meshtrain/kernels/attention.h"
 
+#include <fmt/format.h>
+
 #include <limits>
 
 #include "testing.h"
@@ -15,10 +17,7 @@ using namespace mt_test;
 struct Dims {
   int B, T, H, hd;
 };
-std::string name(const Dims& d) {
-  return "B" + std::to_string(d.B) + "T" + std::to_string(d.T) + "H" + std::to_string(d.H) + "hd" +
-         std::to_string(d.hd);
-}
+std::string name(const Dims& d) { return fmt::format("B{}T{}H{}hd{}", d.B, d.T, d.H, d.hd); }
 
 size_t qkv_index(const Dims& d, int b, int t, int h, int which, int e) {
   return ((((size_t(b) * d.T + t) * d.H + h) * 3 + which) * d.hd) + e;

@@ -2,6 +2,8 @@
 // finite differences, accumulate semantics, odd shapes, bf16, determinism.
 #include "meshtrain/kernels/matmul.h"
 
+#include <fmt/format.h>
+
 #include "testing.h"
 
 namespace meshtrain::kernels {
@@ -127,8 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulShapes,
                          ::testing::Values(Shape{1, 1, 1}, Shape{5, 7, 3}, Shape{17, 33, 19}, Shape{64, 48, 80},
                                            Shape{130, 97, 67}, Shape{257, 64, 300}),
                          [](const auto& info) {
-                           return std::to_string(info.param.M) + "x" + std::to_string(info.param.K) + "x" +
-                                  std::to_string(info.param.N);
+                           return fmt::format("{}x{}x{}", info.param.M, info.param.K, info.param.N);
                          });
 
 // Finite differences of loss = sum(out * G) with the double reference,

@@ -224,8 +224,13 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
   const size_t nu = layout_.units().size();
   backward_count_.assign(nu, 0);
   expected_.assign(nu, p_.num_micro_batches());
-  if (const Unit* wu = layout_.find_unit("embedding.word"); wu && &head_word_unit(layout_) == wu)
-    expected_[wu - layout_.units().data()] *= 2;  // the head and the embedding both add to it
+  // Serial-like layouts (one pipeline stage, tied embeddings): the head and
+  // the embedding both add to the one word-embedding unit. A first stage
+  // without the head must not wait for a head contribution that never comes
+  // (it would never post its data-parallel reduction).
+  if (const Unit* wu = layout_.find_unit("embedding.word");
+      wu && layout_.find_unit("head.lnf") && &head_word_unit(layout_) == wu)
+    expected_[wu - layout_.units().data()] *= 2;
   Communicator& pp = mesh_.pp_group();
   const int64_t count = bd_.Ns() * bd_.h;
   for (const Action& a : schedule_.stages[mesh_.coord().pp]) {

@@ -29,6 +29,8 @@ struct TrainOptions {
   std::string report_path; // JSON run report (rank 0 writes it)
   std::string trace_path;  // Chrome trace of the run
   std::string dump_weights_path;  // the trained weights, gathered, in serial order
+  int sample_tokens = 0;       // after training, generate this many tokens (rank 0)
+  std::string sample_prompt;   // text to continue (needs the data folder's tokenizer.model)
   double peak_tflops = 0;  // per rank, for MFU/HFU; 0: not reported
   int log_interval = 1;
   bool quiet = false;      // no per-iteration lines

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
@@ -20,7 +21,9 @@
 #include "meshtrain/measure/atomic_file.h"
 #include "meshtrain/measure/timer.h"
 #include "meshtrain/model/flops.h"
+#include "meshtrain/data/tokenizer.h"
 #include "meshtrain/parallel/pipeline_engine.h"
+#include "meshtrain/train/generate.h"
 
 namespace meshtrain {
 
@@ -161,6 +164,23 @@ std::vector<float> gather_serial_weights(ShardedState<T>& state, ProcessMesh& me
   return out;
 }
 
+// Continues the prompt with the trained model and prints the text.
+void sample_text(const TrainOptions& o, const std::vector<float>& weights) {
+  const fs::path tk = fs::is_directory(o.data_path) ? fs::path(o.data_path) / "tokenizer.model" : fs::path();
+  std::unique_ptr<data::Tokenizer> tok;
+  if (!tk.empty() && fs::exists(tk)) tok = data::load_tokenizer(tk.string());
+  std::vector<int32_t> prompt = tok && !o.sample_prompt.empty() ? tok->encode(o.sample_prompt) : std::vector<int32_t>{};
+  prompt.insert(prompt.begin(), tok ? tok->eot() : 0);
+  SamplingOptions so;
+  so.new_tokens = o.sample_tokens;
+  so.seed = o.seed;
+  const std::vector<int32_t> out = generate(o.model, weights, prompt, so);
+  if (tok)
+    fmt::print("\nsample:\n{}{}\n", o.sample_prompt, tok->decode(std::span<const int32_t>(out).subspan(prompt.size())));
+  else
+    fmt::print("\nsample (token ids): {}\n", fmt::join(out, " "));
+}
+
 template <class T>
 TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   const ParallelConfig& p = o.parallel;
@@ -234,11 +254,12 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   std::vector<double> later(r.step_times_s.begin() + (r.step_times_s.size() > 1 ? 1 : 0), r.step_times_s.end());
   r.tokens_per_s = tokens_per_step / median(later);
 
-  if (!o.dump_weights_path.empty()) {
+  if (!o.dump_weights_path.empty() || o.sample_tokens > 0) {
     const std::vector<float> w = gather_serial_weights(engine.state(), mesh, o);
-    if (rank0)
+    if (rank0 && !o.dump_weights_path.empty())
       write_file_atomically(o.dump_weights_path,
                             std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)));
+    if (rank0 && o.sample_tokens > 0) sample_text(o, w);
   }
 
   // Memory: the most loaded rank's peak per category.

@@ -1,0 +1,137 @@
+// meshtrain plan: every candidate layout of a model on a system, costed by
+// the performance model and ranked by predicted throughput (tune/planner.h).
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/tune/planner.h"
+
+namespace meshtrain::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model, system;
+  int num_gpus = 0, global_batch_size = 0;
+  std::optional<int> seq_length, tp, pp, zero_stage, micro_batch_size;
+  size_t top = 5;
+  bool fp32 = false, json = false, no_partial_recompute = false;
+  std::string csv;
+  perf::PerfOptions options;
+};
+
+double gib(double b) { return b / 1073741824.0; }
+
+void write_csv(std::ostream& out, const tune::Plan& plan) {
+  out << "rank,tp,pp,vpp,dp,zero_stage,micro_batch_size,num_micro_batches,recompute,recompute_method,"
+         "recompute_num_layers,sequence_parallel,flash_attention,fits,memory_total_bytes,step_time_s,tokens_per_s,"
+         "model_tflops_per_gpu,hardware_tflops_per_gpu,mfu,bubble_fraction,compute_s,tp_comm_s,pp_comm_s,dp_comm_s,"
+         "bubble_s,optimizer_s\n";
+  int rank = 0;
+  for (const auto& c : plan.ranked) {
+    const auto& p = c.config;
+    const auto& r = c.prediction;
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.6g},{:.6g},{:.4g},{:.4g},{:.4f},{:.4f},"
+                       "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+                       ++rank, p.tp, p.pp, p.vpp, p.dp, p.zero_stage, p.micro_batch_size, p.num_micro_batches(),
+                       recompute_name(p.recompute), recompute_method_name(p.recompute_method),
+                       p.recompute_num_layers, p.sequence_parallel ? 1 : 0, p.flash_attention ? 1 : 0, r.fits ? 1 : 0,
+                       r.memory.total(), r.step_time_s, r.tokens_per_s, r.model_tflops_per_gpu,
+                       r.hardware_tflops_per_gpu, r.mfu, r.bubble_fraction, r.time.compute, r.time.tp_comm,
+                       r.time.pp_comm, r.time.dp_comm, r.time.bubble, r.time.optimizer);
+  }
+}
+
+int run_plan(const PlanArgs& a) {
+  ModelConfig m = load_model_config(a.model);
+  if (a.seq_length) {
+    m.seq_length = *a.seq_length;
+    if (m.max_position_embeddings > 0 && m.max_position_embeddings < m.seq_length)
+      m.max_position_embeddings = m.seq_length;
+  }
+  const perf::SystemSpec sys = perf::load_system_spec(a.system);
+  tune::SearchSpace space;
+  if (a.tp) space.tp = {*a.tp};
+  if (a.pp) space.pp = {*a.pp};
+  if (a.zero_stage) space.zero_stage = {*a.zero_stage};
+  if (a.micro_batch_size) space.micro_batch_size = {*a.micro_batch_size};
+  space.bf16 = !a.fp32;
+  space.partial_recompute = !a.no_partial_recompute;
+  const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, a.options);
+
+  if (!a.csv.empty()) {
+    if (a.csv == "-") {
+      write_csv(std::cout, plan);
+      return plan.ranked.empty() ? 1 : 0;
+    }
+    std::ofstream f(a.csv);
+    check(f.good(), "cannot write '{}'", a.csv);
+    write_csv(f, plan);
+  }
+  if (a.json) {
+    std::cout << tune::plan_json(plan, a.top).dump(2) << "\n";
+    return plan.ranked.empty() ? 1 : 0;
+  }
+  fmt::print("{} ({:.3g}B parameters) on {} x {}, global batch {} x {} tokens\n", m.name, m.num_parameters() / 1e9,
+             a.num_gpus, sys.name, a.global_batch_size, m.seq_length);
+  fmt::print("{} candidates evaluated, {} fit\n", plan.candidates_evaluated, plan.candidates_fitting);
+  for (const auto& [reason, n] : plan.dropped) fmt::print("  dropped {:>8}: {}\n", n, reason);
+  if (plan.ranked.empty()) {
+    fmt::print("no candidate fits\n");
+    return 1;
+  }
+  fmt::print("\n{:>3} {:<62} {:>7} {:>9} {:>6} {:>6} {:>8} {:>8} {:>8} {:>7}\n", "#", "config", "mem GiB",
+             "tokens/s", "MFU%", "HFU%", "tp s", "pp s", "dp s", "bubble%");
+  for (size_t i = 0; i < plan.ranked.size() && i < a.top; ++i) {
+    const auto& c = plan.ranked[i];
+    const auto& r = c.prediction;
+    fmt::print("{:>3} {:<62} {:>7.1f} {:>9.4g} {:>6.1f} {:>6.1f} {:>8.3g} {:>8.3g} {:>8.3g} {:>7.1f}\n", i + 1,
+               tune::describe(c.config), gib(r.memory.total()), r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
+               r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
+  }
+  fmt::print("\n{}\n", tune::why_best(plan));
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* c = app.add_subcommand("plan", "Rank every parallel layout of a model on a system by predicted throughput");
+  c->add_option("--model", a->model, "Model preset (configs/models) or JSON file")->required();
+  c->add_option("--system", a->system, "System name (configs/systems) or JSON file")->required();
+  c->add_option("--num-gpus", a->num_gpus)->required();
+  c->add_option("--global-batch-size", a->global_batch_size)->required();
+  c->add_option("--seq-length", a->seq_length);
+  c->add_option("--top", a->top, "Candidates to show (default 5)");
+  c->add_option("--tensor-model-parallel-size", a->tp, "Fix TP instead of searching it");
+  c->add_option("--pipeline-model-parallel-size", a->pp, "Fix PP instead of searching it");
+  c->add_option("--zero-stage", a->zero_stage, "Fix the ZeRO stage instead of searching it");
+  c->add_option("--micro-batch-size", a->micro_batch_size, "Fix the micro-batch instead of searching it");
+  c->add_flag("--fp32", a->fp32, "Plan for fp32 instead of bf16 mixed precision");
+  c->add_flag("--no-partial-recompute", a->no_partial_recompute, "Do not search --recompute-method block");
+  c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);
+  c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
+  c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
+  c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
+  c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top}");
+  c->add_option("--csv", a->csv, "Write the whole ranked list as CSV to this file ('-': standard output)");
+  c->callback([a, &run] {
+    run = [a] {
+      try {
+        return run_plan(*a);
+      } catch (const Error& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 1;
+      }
+    };
+  });
+}
+
+}  // namespace meshtrain::cli

@@ -1,0 +1,166 @@
+// meshtrain predict: what one configuration costs on a described system,
+// without running it (perf/predict.h). Flags are Megatron-LM's; the output
+// is a table, or with --json the contract of DESIGN.md.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/perf/predict.h"
+
+namespace meshtrain::cli {
+
+namespace {
+
+struct PredictArgs {
+  std::string model, system;
+  int num_gpus = 0;
+  std::optional<int> num_layers, hidden_size, heads, kv_heads, ffn, seq_length, max_positions, vocab_size;
+  int micro_batch_size = 1;
+  std::optional<int> global_batch_size;
+  int tp = 1, pp = 1;
+  std::optional<int> layers_per_virtual_stage;
+  std::string schedule;
+  bool sequence_parallel = false;
+  std::string recompute_granularity, recompute_method = "uniform";
+  int recompute_num_layers = 1;
+  bool bf16 = false;
+  int zero_stage = 0;
+  bool flash = false;
+  perf::PerfOptions options;
+  bool json = false;
+};
+
+double gib(double b) { return b / 1073741824.0; }
+
+int run_predict(const PredictArgs& a) {
+  ModelConfig m;
+  if (!a.model.empty()) m = load_model_config(a.model);
+  if (a.num_layers) m.num_layers = *a.num_layers;
+  if (a.hidden_size) m.hidden_size = *a.hidden_size;
+  if (a.heads) m.num_attention_heads = *a.heads;
+  if (a.kv_heads) m.num_kv_heads = *a.kv_heads;
+  if (a.ffn) m.ffn_hidden_size = *a.ffn;
+  if (a.seq_length) m.seq_length = *a.seq_length;
+  if (a.max_positions) m.max_position_embeddings = *a.max_positions;
+  if (a.vocab_size) m.vocab_size = *a.vocab_size;
+  m.validate();
+  const perf::SystemSpec sys = perf::load_system_spec(a.system);
+
+  ParallelConfig p;
+  p.tp = a.tp;
+  p.pp = a.pp;
+  check(a.num_gpus > 0, "num-gpus must be positive (got {})", a.num_gpus);
+  // validate() names the constraint when the GPUs do not divide into TP x PP.
+  if (a.tp > 0 && a.pp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.pp));
+  if (a.layers_per_virtual_stage) {
+    const int n = *a.layers_per_virtual_stage;
+    check(n > 0 && m.num_layers % (a.pp * n) == 0,
+          "num-layers {} is not divisible by pipeline-model-parallel-size x num-layers-per-virtual-pipeline-stage = {}",
+          m.num_layers, a.pp * n);
+    p.vpp = m.num_layers / (a.pp * n);
+  }
+  p.schedule = !a.schedule.empty() ? parse_schedule(a.schedule)
+               : p.vpp > 1          ? ScheduleKind::interleaved
+                                    : ScheduleKind::one_f_one_b;
+  p.zero_stage = a.zero_stage;
+  p.sequence_parallel = a.sequence_parallel;
+  p.micro_batch_size = a.micro_batch_size;
+  p.global_batch_size = a.global_batch_size.value_or(a.micro_batch_size * p.dp);
+  p.recompute = parse_recompute(a.recompute_granularity);
+  p.recompute_method = parse_recompute_method(a.recompute_method);
+  p.recompute_num_layers = a.recompute_num_layers;
+  p.bf16 = a.bf16;
+  p.flash_attention = a.flash;
+
+  const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, a.options);
+  if (a.json) {
+    nlohmann::json j = r;
+    j["config"] = p;
+    j["model"] = m;
+    j["system"] = sys.name;
+    j["num_gpus"] = a.num_gpus;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  const auto& b = r.memory;
+  const auto& t = r.time;
+  fmt::print("{} on {} x {} ({}): tp={} pp={} vpp={} dp={} zero={} mbs={} gbs={} micro-batches={} recompute={} "
+             "sp={} flash={} {}\n",
+             m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.pp, p.vpp, p.dp, p.zero_stage,
+             p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
+             p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
+  fmt::print("\nmemory per GPU (stage {}, GiB)   {}\n", r.memory_stage,
+             r.fits ? "fits" : fmt::format("DOES NOT FIT in {:.1f} GiB", gib(r.memory_capacity)));
+  fmt::print("  parameters {:9.2f}\n  gradients  {:9.2f}\n  optimizer  {:9.2f}\n  activations{:9.2f}\n"
+             "  comm bufs  {:9.2f}\n  workspace  {:9.2f}\n  total      {:9.2f} of {:.1f}\n",
+             gib(b.parameters), gib(b.gradients), gib(b.optimizer), gib(b.activations), gib(b.comm_buffers),
+             gib(b.workspace), gib(b.total()), gib(r.memory_capacity));
+  auto pct = [&](double x) { return 100 * x / r.step_time_s; };
+  fmt::print("\nstep time {:.4g} s (critical stage {})\n", r.step_time_s, r.critical_stage);
+  fmt::print("  compute    {:10.4g} s {:5.1f}%\n  tp comm    {:10.4g} s {:5.1f}%\n  pp comm    {:10.4g} s {:5.1f}%\n"
+             "  dp comm    {:10.4g} s {:5.1f}%\n  bubble     {:10.4g} s {:5.1f}%\n  optimizer  {:10.4g} s {:5.1f}%\n",
+             t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.dp_comm,
+             pct(t.dp_comm), t.bubble, pct(t.bubble), t.optimizer, pct(t.optimizer));
+  fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
+  fmt::print("  model TFLOP/s per GPU    {:.1f}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
+  fmt::print("  hardware TFLOP/s per GPU {:.1f}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
+  fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);
+  fmt::print("\ncommunication per GPU per step: tp {:.3g} GB, pp {:.3g} GB, dp {:.3g} GB\n", r.comm_bytes.tp / 1e9,
+             r.comm_bytes.pp / 1e9, r.comm_bytes.dp / 1e9);
+  return 0;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<PredictArgs>();
+  CLI::App* c = app.add_subcommand("predict", "Predict memory, step time and throughput of one configuration");
+  c->add_option("--model", a->model, "Model preset (configs/models) or JSON file; shape flags override it");
+  c->add_option("--system", a->system, "System name (configs/systems) or JSON file")->required();
+  c->add_option("--num-gpus", a->num_gpus, "Number of GPUs (ranks)")->required();
+  c->add_option("--num-layers", a->num_layers);
+  c->add_option("--hidden-size", a->hidden_size);
+  c->add_option("--num-attention-heads", a->heads);
+  c->add_option("--num-query-groups", a->kv_heads, "Key/value heads (grouped-query attention)");
+  c->add_option("--ffn-hidden-size", a->ffn);
+  c->add_option("--seq-length", a->seq_length);
+  c->add_option("--max-position-embeddings", a->max_positions);
+  c->add_option("--vocab-size", a->vocab_size);
+  c->add_option("--micro-batch-size", a->micro_batch_size);
+  c->add_option("--global-batch-size", a->global_batch_size, "Default: micro-batch-size x data-parallel size");
+  c->add_option("--tensor-model-parallel-size", a->tp);
+  c->add_option("--pipeline-model-parallel-size", a->pp);
+  c->add_option("--num-layers-per-virtual-pipeline-stage", a->layers_per_virtual_stage,
+                "Layers per model chunk (interleaved 1F1B)");
+  c->add_option("--pipeline-schedule", a->schedule, "gpipe, 1f1b or interleaved (default from the chunks)");
+  c->add_flag("--sequence-parallel", a->sequence_parallel);
+  c->add_option("--recompute-granularity", a->recompute_granularity, "full or selective (default none)");
+  c->add_option("--recompute-method", a->recompute_method, "uniform or block");
+  c->add_option("--recompute-num-layers", a->recompute_num_layers);
+  c->add_flag("--bf16", a->bf16, "Mixed precision (bf16 weights and activations)");
+  c->add_option("--zero-stage", a->zero_stage, "0, 1, 2 or 3");
+  c->add_flag("--use-flash-attn", a->flash);
+  c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);
+  c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
+  c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
+  c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
+  c->add_flag("--json", a->json, "One JSON object (DESIGN.md contract)");
+  c->callback([a, &run] {
+    run = [a] {
+      try {
+        return run_predict(*a);
+      } catch (const Error& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 1;
+      }
+    };
+  });
+}
+
+}  // namespace meshtrain::cli

@@ -1,0 +1,80 @@
+#include "meshtrain/train/generate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/memory.h"
+#include "meshtrain/core/rng.h"
+#include "meshtrain/kernels/layernorm.h"
+#include "meshtrain/kernels/matmul.h"
+#include "meshtrain/model/block.h"
+#include "meshtrain/model/embedding_layer.h"
+#include "meshtrain/model/layout.h"
+
+namespace meshtrain {
+
+std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& weights, std::vector<int32_t> prompt,
+                              const SamplingOptions& o) {
+  check(!prompt.empty(), "generation needs a prompt of at least one token");
+  ParallelConfig p;  // serial, one sequence
+  const Layout L = Layout::build(m, p, 0, 0);
+  MT_ASSERT(static_cast<int64_t>(weights.size()) == L.numel());
+  const float* W = weights.data();
+  const int h = m.hidden_size, S = m.seq_length, V = static_cast<int>(m.padded_vocab());
+  const TpContext tp{};
+  ParallelConfig act = p;
+  act.micro_batch_size = 1;
+  // Buffers sized for the full context, reused by every layer.
+  const auto specs = block_stash(m, act, false);
+  Buffer stash(MemCategory::activations, [&] {
+    int64_t b = 0;
+    for (const auto& t : specs) b += (t.bytes() + 63) / 64 * 64;
+    return b;
+  }());
+  BlockActs<float> a;
+  bind_acts(a, TensorMap(specs, stash.data()));
+  Buffer x(MemCategory::activations, int64_t{S} * h * 4), y(MemCategory::activations, int64_t{S} * h * 4);
+  Buffer stats(MemCategory::workspace, 2 * S * 4), logits(MemCategory::workspace, int64_t{V} * 4);
+  const Unit& word = *L.find_unit("embedding.word");
+  const Unit* pos = L.find_unit("embedding.position");
+  const Unit& lnf = *L.find_unit("head.lnf");
+  std::vector<std::pair<float, int>> cand(m.vocab_size);
+
+  for (int step = 0; step < o.new_tokens; ++step) {
+    const int T = static_cast<int>(std::min<size_t>(prompt.size(), S));
+    const int32_t* ctx = prompt.data() + prompt.size() - T;
+    EmbeddingDims ed{1, T, h, V, 0, 1, false};
+    embedding_forward(a.input, (float*)nullptr, ctx, W + word.offset, pos ? W + pos->offset : nullptr, ed, tp);
+    BlockDims bd = block_dims(m, act);
+    bd.S = T;
+    for (const Unit& u : L.units()) {
+      if (u.kind != UnitKind::block) continue;
+      block_forward(block_weights(u, W + u.offset), a, x.as<float>(), BlockScratch<float>{}, bd, tp);
+      std::copy_n(x.as<float>(), int64_t{T} * h, a.input);
+    }
+    // Logits of the last position only.
+    const float* last = a.input + int64_t{T - 1} * h;
+    kernels::layernorm_forward(y.as<float>(), stats.as<float>(), stats.as<float>() + 1, last, W + lnf.offset,
+                               W + lnf.offset + h, 1, h);
+    kernels::matmul_forward<float>(logits.as<float>(), y.as<float>(), W + word.offset, nullptr, 1, h, V);
+    for (int v = 0; v < m.vocab_size; ++v) cand[v] = {logits.as<float>()[v] / std::max(o.temperature, 1e-4f), v};
+    const int k = std::clamp(o.top_k, 1, m.vocab_size);
+    std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), std::greater<>());
+    double z = 0;
+    for (int i = 0; i < k; ++i) z += std::exp(cand[i].first - cand[0].first);
+    double r = uniform01(o.seed, 77, static_cast<uint64_t>(step)) * z;
+    int pick = cand[k - 1].second;
+    for (int i = 0; i < k; ++i) {
+      r -= std::exp(cand[i].first - cand[0].first);
+      if (r <= 0) {
+        pick = cand[i].second;
+        break;
+      }
+    }
+    prompt.push_back(pick);
+  }
+  return prompt;
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,25 @@
+// Text generation from trained weights: autoregressive sampling with the
+// serial model (no parallelism: the weights are first gathered in the
+// serial layout's order), temperature and top-k.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "meshtrain/model/model_config.h"
+
+namespace meshtrain {
+
+struct SamplingOptions {
+  int new_tokens = 64;
+  float temperature = 0.8f;
+  int top_k = 40;
+  uint64_t seed = 1;
+};
+
+// `weights`: fp32, laid out as Layout::build(m, serial config, 0, 0).
+// The context is the last seq_length tokens. Returns prompt + new tokens.
+std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& weights, std::vector<int32_t> prompt,
+                              const SamplingOptions& o);
+
+}  // namespace meshtrain
