@@ -93,6 +93,14 @@ void Matmul_Raw(benchmark::State& s) {
   set_gflops(s, double(mk::matmul_forward_flops(M, K, N)));
 }
 
+// Per-call overhead of the wrapper (cache lookup, memory objects) on a tiny
+// product, against the pre-built primitive.
+void tiny_shape(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N"})->Args({16, 16, 16})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK(Matmul_Forward<float>)->Apply(tiny_shape)->Name("Matmul_Forward<float>/overhead");
+BENCHMARK(Matmul_Raw<float>)->Apply(tiny_shape)->Name("Matmul_Raw<float>/overhead");
+
 BENCHMARK(Matmul_Forward<float>)->Apply(matmul_shapes);
 BENCHMARK(Matmul_Raw<float>)->Apply(matmul_shapes);
 BENCHMARK(Matmul_Backward<float>)->Apply(matmul_shapes);

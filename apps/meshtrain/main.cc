@@ -8,10 +8,10 @@
 #include "meshtrain/core/error.h"
 
 int main(int argc, char** argv) {
-  // Keep freed activation stashes in the heap for reuse instead of handing
-  // them back to the kernel and faulting them in again every micro-batch.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Medium blocks stay in the heap rather than being mapped and unmapped
+  // each time (large ones are reused by the Buffer cache, core/memory.h).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
   CLI::App app{"meshtrain: GPT training with tensor, pipeline and ZeRO data parallelism over MPI;\n"
                "measures, predicts and tunes the combination.",

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <new>
 #include <string>
 #include <utility>
@@ -38,10 +39,34 @@ void MemoryTracker::reset_peaks() {
   s_.peak_total = s_.current_total;
 }
 
+namespace {
+constexpr size_t kCacheMin = size_t{1} << 20;
+std::multimap<size_t, void*>& block_cache() {
+  static std::multimap<size_t, void*> c;
+  return c;
+}
+int64_t g_cached = 0;
+size_t rounded_size(size_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
+int64_t cached_bytes() { return g_cached; }
+
+void release_cached_memory() {
+  for (auto& [size, p] : block_cache()) std::free(p);
+  block_cache().clear();
+  g_cached = 0;
+}
+
 Buffer::Buffer(MemCategory c, size_t bytes, bool zero) : bytes_(bytes), cat_(c) {
   if (bytes == 0) return;
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded);
+  const size_t rounded = rounded_size(bytes);
+  if (auto it = block_cache().find(rounded); it != block_cache().end()) {
+    data_ = it->second;
+    block_cache().erase(it);
+    g_cached -= static_cast<int64_t>(rounded);
+  } else {
+    data_ = std::aligned_alloc(64, rounded);
+  }
   if (!data_) throw std::bad_alloc();
   if (zero) std::memset(data_, 0, rounded);
   MemoryTracker::global().on_alloc(cat_, static_cast<int64_t>(bytes_));
@@ -51,7 +76,13 @@ Buffer::~Buffer() { reset(); }
 
 void Buffer::reset() {
   if (data_) {
-    std::free(data_);
+    const size_t rounded = rounded_size(bytes_);
+    if (rounded >= kCacheMin) {
+      block_cache().emplace(rounded, data_);
+      g_cached += static_cast<int64_t>(rounded);
+    } else {
+      std::free(data_);
+    }
     MemoryTracker::global().on_free(cat_, static_cast<int64_t>(bytes_));
   }
   data_ = nullptr;

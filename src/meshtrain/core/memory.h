@@ -45,6 +45,13 @@ class MemoryTracker {
 };
 
 // An owning, 64-byte aligned allocation. Move-only.
+//
+// Large blocks (1 MiB and up) go back to a cache when released and are
+// handed out again to the next request of exactly the same size, as a
+// caching allocator does: a step allocates the same stash and buffer sizes
+// micro-batch after micro-batch, and reusing them avoids faulting fresh
+// pages in each time. The tracker counts bytes held by live Buffers only;
+// cached_bytes() says how much the cache keeps besides.
 class Buffer {
  public:
   Buffer() = default;
@@ -68,6 +75,10 @@ class Buffer {
   size_t bytes_ = 0;
   MemCategory cat_ = MemCategory::workspace;
 };
+
+// Bytes kept by the cache of released blocks; release_cached_memory() frees them.
+int64_t cached_bytes();
+void release_cached_memory();
 
 // Resident set size of this process now and at its peak (from /proc), bytes.
 int64_t process_rss_bytes();

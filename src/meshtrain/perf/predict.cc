@@ -12,7 +12,7 @@ namespace meshtrain::perf {
 
 namespace {
 
-bool affine(const PipelineTimeline& a, const PipelineTimeline& b, const PipelineTimeline& c) {
+bool affine3(const PipelineTimeline& a, const PipelineTimeline& b, const PipelineTimeline& c) {
   const double tol = 1e-9 * std::max(1e-30, c.makespan_s);
   auto same_step = [&](double x, double y, double z) { return std::fabs((y - x) - (z - y)) <= tol; };
   if (!same_step(a.makespan_s, b.makespan_s, c.makespan_s)) return false;
@@ -29,17 +29,31 @@ bool affine(const PipelineTimeline& a, const PipelineTimeline& b, const Pipeline
   return true;
 }
 
+bool affine(const std::vector<const PipelineTimeline*>& t) {
+  for (size_t i = 2; i < t.size(); ++i)
+    if (!affine3(*t[i - 2], *t[i - 1], *t[i])) return false;
+  return true;
+}
+
 }  // namespace
 
-PipelineTimeline pipeline_timeline(ScheduleKind kind, int m, const PipelineCosts& c, PerfCache& cache) {
+PipelineTimeline pipeline_timeline(ScheduleKind kind, int m, const PipelineCosts& c, PerfCache& cache,
+                                   int64_t max_exact_steps) {
+  if (int64_t(c.pp) * c.vpp * m <= max_exact_steps) return cache.timeline(kind, m, c);
   const int step = kind == ScheduleKind::interleaved ? c.pp : 1;
-  // Interleaving with m == pp is a special all-forwards-first order; start past it.
-  int m1 = kind == ScheduleKind::interleaved ? 2 * c.pp : std::max(c.pp, 2);
-  while (m1 + 2 * step < m) {
-    const PipelineTimeline a = cache.timeline(kind, m1, c);
-    const PipelineTimeline b = cache.timeline(kind, m1 + step, c);
-    const PipelineTimeline& d = cache.timeline(kind, m1 + 2 * step, c);
-    if (affine(a, b, d)) return extrapolate(a, b, double(m - m1) / step);
+  constexpr int kPoints = 4;
+  // Past the warm-up; interleaving with m == pp is a special all-forwards-first order.
+  int m1 = 4 * c.pp;
+  while (2 * m1 + step < m) {
+    std::vector<const PipelineTimeline*> t;
+    for (int i = 0; i < kPoints; ++i) t.push_back(&cache.timeline(kind, m1 + i * step, c));
+    if (affine(t)) {
+      // Check the line once more twice as far out before trusting it.
+      const PipelineTimeline& far = cache.timeline(kind, 2 * m1, c);
+      const PipelineTimeline guess = extrapolate(*t[0], *t[1], double(m1) / step);
+      if (std::fabs(guess.makespan_s - far.makespan_s) <= 1e-9 * far.makespan_s)
+        return extrapolate(*t[0], *t[1], double(m - m1) / step);
+    }
     m1 *= 2;
   }
   return cache.timeline(kind, m, c);

@@ -8,6 +8,8 @@
 // Serializes to the `meshtrain predict --json` contract (DESIGN.md).
 #pragma once
 
+#include <cstdint>
+
 #include <nlohmann/json_fwd.hpp>
 
 #include "meshtrain/model/model_config.h"
@@ -57,11 +59,16 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
                    const PerfOptions& o = {}, PerfCache* cache = nullptr);
 
 // The step's pipeline timeline: the simulation of p.schedule with these
-// costs. Long schedules are simulated at three shorter lengths; once the
-// step time grows by the same amount per micro-batch (the steady state),
-// every field is extrapolated linearly, otherwise the full schedule is run.
+// costs. Schedules of at most `max_exact_steps` chunk-micro-batches per
+// stage x stages are walked in full. Longer ones are walked at four shorter
+// lengths past the warm-up (m1, m1 + k, m1 + 2k, m1 + 3k; k = pp when
+// interleaved, else 1) and at 2 m1; when the step time grows by the same
+// amount per k micro-batches at all of them (the steady state), every field
+// is extrapolated linearly to m, otherwise m1 doubles, up to the full walk.
+// Finish times are then exact; how waiting splits between transfers and
+// bubble may differ from the full walk by a small fraction of the step.
 PipelineTimeline pipeline_timeline(ScheduleKind kind, int num_micro_batches, const PipelineCosts& costs,
-                                   PerfCache& cache);
+                                   PerfCache& cache, int64_t max_exact_steps = 1 << 16);
 
 void to_json(nlohmann::json& j, const Prediction& p);
 void to_json(nlohmann::json& j, const MemoryBytes& b);

@@ -1,0 +1,108 @@
+// The memory model against the closed forms: bytes per parameter per ZeRO
+// stage (Layout), activations x micro-batches in flight (activations.h x
+// Schedule).
+#include <gtest/gtest.h>
+
+#include "meshtrain/model/activations.h"
+#include "meshtrain/model/layout.h"
+#include "meshtrain/perf/memory_model.h"
+
+namespace meshtrain::perf {
+namespace {
+
+ModelConfig gpt(int layers, int hidden, int heads, int seq, int vocab) {
+  ModelConfig m;
+  m.name = "test";
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.seq_length = seq;
+  m.vocab_size = vocab;
+  return m;
+}
+
+SystemSpec big_device() {
+  SystemSpec s = load_system_spec("dgx-a100-80gb");
+  return s;
+}
+
+TEST(MemoryModel, BytesPerParameterPerZeroStage) {
+  const ModelConfig m = gpt(8, 1024, 16, 512, 32000);
+  const SystemSpec sys = big_device();
+  struct Case {
+    int zero;
+    bool bf16;
+    double bytes;  // per parameter with dp = 8
+  };
+  // bf16: 2 weights + 4 fp32 grads + 12 (fp32 master, m, v); fp32: 4 + 4 + 8.
+  const Case cases[] = {{0, true, 18},          {1, true, 2 + 4 + 12 / 8.0}, {2, true, 2 + (4 + 12) / 8.0},
+                        {3, true, 18 / 8.0},    {0, false, 16},              {1, false, 4 + 4 + 8 / 8.0},
+                        {2, false, 4 + 12 / 8.0}, {3, false, 16 / 8.0}};
+  for (const Case& c : cases) {
+    ParallelConfig p;
+    p.dp = 8;
+    p.zero_stage = c.zero;
+    p.bf16 = c.bf16;
+    p.global_batch_size = 8;
+    PerfCache cache;
+    const MemoryBytes b = stage_memory(m, p, sys, 0, cache);
+    const double numel = double(Layout::build(m, p, 0, 0).numel());
+    EXPECT_NEAR((b.parameters + b.gradients + b.optimizer) / numel, c.bytes, 1e-12) << c.zero << " " << c.bf16;
+  }
+}
+
+TEST(MemoryModel, ActivationsScaleWithMicroBatchesInFlight) {
+  const ModelConfig m = gpt(8, 512, 8, 256, 1000);
+  const SystemSpec sys = big_device();
+  ParallelConfig p;
+  p.pp = 4;
+  p.micro_batch_size = 2;
+  p.global_batch_size = 32;  // 16 micro-batches
+  p.bf16 = true;
+  p.recompute = Recompute::none;
+  PerfCache cache;
+  const double block = double(total_bytes(block_stash(m, p, false)));
+  const double tokens = p.num_micro_batches() * double(total_bytes(embedding_stash(m, p)));
+  // Stage 0 of 1F1B holds pp micro-batches of its 2 blocks; stage pp-1 one,
+  // plus the head's stash.
+  const MemoryBytes first = stage_memory(m, p, sys, 0, cache);
+  EXPECT_NEAR(first.activations, 4 * 2 * block + tokens + total_bytes(rank_working_set(m, p, false)), 1);
+  const MemoryBytes last = stage_memory(m, p, sys, 3, cache);
+  EXPECT_NEAR(last.activations,
+              1 * (2 * block + total_bytes(head_stash(m, p))) + tokens + total_bytes(rank_working_set(m, p, true)), 1);
+  // Full recompute keeps only each block's input.
+  p.recompute = Recompute::full;
+  const double input = double(total_bytes(block_stash(m, p, true)));
+  EXPECT_NEAR(stage_memory(m, p, sys, 0, cache).activations,
+              4 * 2 * input + tokens + total_bytes(rank_working_set(m, p, false)), 1);
+}
+
+TEST(MemoryModel, SchedulesHoldWhatTheyKeepInFlight) {
+  PerfCache cache;
+  const std::vector<double> one = {1.0};
+  EXPECT_EQ(peak_stash_bytes(ScheduleKind::gpipe, 4, 1, 16, 0, one, cache), 16);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(peak_stash_bytes(ScheduleKind::one_f_one_b, 4, 1, 64, s, one, cache), 4 - s);
+  // Interleaved: the shortened walk agrees with the whole schedule.
+  const std::vector<double> chunks = {3.0, 1.0, 2.0};
+  for (int s = 0; s < 4; ++s) {
+    const Schedule full = make_schedule(ScheduleKind::interleaved, 4, 3, 64);
+    double now = 0, peak = 0;
+    for (const Action& a : full.stages[s]) {
+      if (a.kind == ActionKind::forward) peak = std::max(peak, now += chunks[a.chunk]);
+      if (a.kind == ActionKind::backward) now -= chunks[a.chunk];
+    }
+    EXPECT_EQ(peak_stash_bytes(ScheduleKind::interleaved, 4, 3, 64, s, chunks, cache), peak) << s;
+  }
+}
+
+TEST(MemoryModel, FitsAgainstDeviceMemory) {
+  const SystemSpec sys = big_device();
+  PerfCache cache;
+  ParallelConfig p;
+  p.bf16 = true;
+  EXPECT_FALSE(estimate_memory(load_model_config("175b"), p, sys, cache).fits());
+  EXPECT_TRUE(estimate_memory(load_model_config("gpt2-124m"), p, sys, cache).fits());
+}
+
+}  // namespace
+}  // namespace meshtrain::perf

@@ -1,0 +1,117 @@
+// The planner ranks every fitting candidate and accounts for every dropped
+// one; validation against published runs meets its accuracy bound.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/tune/planner.h"
+#include "meshtrain/tune/validate.h"
+
+namespace meshtrain::tune {
+namespace {
+
+TEST(Planner, RanksFittingCandidatesAndCountsTheRest) {
+  const ModelConfig m = load_model_config("22b");
+  const perf::SystemSpec s = perf::load_system_spec("frontier");
+  const Plan p = plan(m, s, 64, 256);
+  ASSERT_FALSE(p.ranked.empty());
+  int64_t dropped = 0;
+  for (const auto& [reason, n] : p.dropped) dropped += n;
+  EXPECT_EQ(p.candidates_evaluated, p.candidates_fitting + dropped);
+  EXPECT_GT(p.dropped.at("out of memory"), 0);
+  for (size_t i = 0; i < p.ranked.size(); ++i) {
+    EXPECT_TRUE(p.ranked[i].prediction.fits);
+    EXPECT_NO_THROW(validate(m, p.ranked[i].config, 64));
+    if (i > 0) {
+      EXPECT_GE(p.ranked[i - 1].prediction.tokens_per_s, p.ranked[i].prediction.tokens_per_s);
+    }
+  }
+  EXPECT_NE(why_best(p).find("runner-up"), std::string::npos);
+  const nlohmann::json j = plan_json(p, 3);
+  EXPECT_EQ(j["top"].size(), 3u);
+  EXPECT_TRUE(j["top"][0].contains("config"));
+  EXPECT_TRUE(j["top"][0]["prediction"].contains("tokens_per_s"));
+}
+
+TEST(Planner, FixedKnobsAreRespected) {
+  const ModelConfig m = load_model_config("22b");
+  const perf::SystemSpec s = perf::load_system_spec("frontier");
+  SearchSpace space;
+  space.tp = {2};
+  space.zero_stage = {1};
+  const Plan p = plan(m, s, 64, 256, space);
+  ASSERT_FALSE(p.ranked.empty());
+  for (const auto& c : p.ranked) {
+    EXPECT_EQ(c.config.tp, 2);
+    EXPECT_EQ(c.config.zero_stage, 1);
+  }
+}
+
+TEST(Csv, QuotesCommasAndMalformedRows) {
+  std::istringstream in(
+      "id,name,extra\n"
+      "a,\"x, y\",1\n"
+      "b,\"say \"\"hi\"\"\",2\n"
+      "c,too,many,fields\n"
+      "d,\"two\nlines\",3\n");
+  const CsvTable t = read_csv(in);
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.field(0, "name"), "x, y");
+  EXPECT_EQ(t.field(1, "name"), "say \"hi\"");
+  EXPECT_EQ(t.field(2, "name"), "two\nlines");
+  EXPECT_EQ(t.field(2, "id"), "d");
+  EXPECT_EQ(t.field(0, "missing"), "");
+  ASSERT_EQ(t.errors.size(), 1u);
+  EXPECT_NE(t.errors[0].find("line 4"), std::string::npos);
+}
+
+TEST(Validate, MalformedRowsAreReportedAndSkipped) {
+  std::istringstream in(
+      "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
+      "tflops_per_gpu,tflops_kind,flash_attn,zero_stage,unknown_column\n"
+      "ok,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,zzz\n"
+      "bad-number,frontier,forty,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,\n"
+      "bad-dp,frontier,48,6144,48,2048,50688,16,1,8,3,640,1,full,73.5,hardware,yes,0,\n"
+      "oom,frontier,48,6144,48,2048,50688,16,1,1,16,640,1,none,,hardware,yes,0,\n");
+  CsvTable t = read_csv(in);
+  t.header.push_back("peak_mem");
+  for (auto& r : t.rows) r.push_back(r[0] == "oom" ? "OOM" : "");
+  const Validation v = validate_runs(t);
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_EQ(v.rows[0].id, "ok");
+  EXPECT_TRUE(v.rows[0].compared);
+  EXPECT_EQ(v.rows[0].filled.count("seq_parallel"), 1u);
+  EXPECT_TRUE(v.rows[1].expected_oom);
+  EXPECT_FALSE(v.rows[1].prediction.fits);
+  EXPECT_TRUE(v.oom_mismatch.empty());
+  ASSERT_EQ(v.skipped.size(), 2u);
+  EXPECT_NE(v.skipped[0].find("bad-number"), std::string::npos);
+  EXPECT_NE(v.skipped[1].find("bad-dp"), std::string::npos);
+}
+
+// The accuracy the model reaches on the published runs, with one set of
+// efficiency data per system (docs/PERFORMANCE-MODEL.md).
+TEST(Validate, PublishedRunsMeetTheAccuracyTargets) {
+  const Validation v = validate_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv"));
+  EXPECT_TRUE(v.skipped.empty());
+  EXPECT_EQ(v.all.rows, 24);
+  EXPECT_LE(v.all.median_abs_error, 0.10);
+  EXPECT_LE(v.all.max_abs_error, 0.25);
+  EXPECT_TRUE(v.not_fitting.empty());
+  for (const auto& [system, e] : v.by_system) {
+    EXPECT_LE(e.median_abs_error, 0.10) << system;
+    EXPECT_LE(e.max_abs_error, 0.25) << system;
+  }
+  // Rows whose knobs are all published are not re-planned.
+  for (const auto& r : v.rows)
+    if (r.id.rfind("frontier-", 0) == 0) {
+      EXPECT_EQ(r.filled.count("tp"), 0u);
+      EXPECT_EQ(r.config.recompute, Recompute::full);
+    }
+}
+
+}  // namespace
+}  // namespace meshtrain::tune

@@ -1,0 +1,170 @@
+// predict: the fields of the contract are consistent with each other, FLOPs
+// follow the published convention, invalid configs name the failed
+// constraint, and the system files load.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/perf/collective.h"
+#include "meshtrain/perf/flops.h"
+#include "meshtrain/perf/predict.h"
+
+namespace meshtrain::perf {
+namespace {
+
+ParallelConfig frontier_175b() {
+  ParallelConfig p;
+  p.tp = 4;
+  p.pp = 16;
+  p.dp = 2;
+  p.zero_stage = 1;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 640;
+  p.recompute = Recompute::full;
+  p.bf16 = true;
+  return p;
+}
+
+TEST(Predict, FieldsAreConsistent) {
+  const ModelConfig m = load_model_config("175b");
+  const SystemSpec s = load_system_spec("frontier");
+  for (int vpp : {1, 2}) {
+    ParallelConfig p = frontier_175b();
+    p.vpp = vpp;
+    p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+    const Prediction r = predict(m, p, s, 128);
+    EXPECT_TRUE(r.fits);
+    EXPECT_NEAR(r.tokens_per_s * r.step_time_s, 640.0 * 2048, 1e-6 * 640 * 2048);
+    EXPECT_NEAR(r.time.total(), r.step_time_s, 1e-9 * r.step_time_s);
+    EXPECT_NEAR(r.mfu, r.model_tflops_per_gpu / 191.5, 1e-12);
+    EXPECT_GT(r.hardware_tflops_per_gpu, r.model_tflops_per_gpu);
+    EXPECT_GT(r.time.tp_comm, 0);
+    EXPECT_GT(r.time.bubble, 0);
+    EXPECT_GT(r.bubble_fraction, 0);
+    EXPECT_LT(r.bubble_fraction, 0.5);
+    EXPECT_NEAR(r.memory.total(), r.memory.parameters + r.memory.gradients + r.memory.optimizer +
+                                      r.memory.activations + r.memory.comm_buffers + r.memory.workspace, 1);
+    const nlohmann::json j = r;
+    for (const char* k : {"fits", "memory_bytes_per_gpu", "step_time_s", "tokens_per_s", "model_tflops_per_gpu",
+                          "hardware_tflops_per_gpu", "mfu", "bubble_fraction", "time_s", "comm_bytes_per_gpu"})
+      EXPECT_TRUE(j.contains(k)) << k;
+    for (const char* k : {"parameters", "gradients", "optimizer", "activations", "comm_buffers", "workspace", "total"})
+      EXPECT_TRUE(j["memory_bytes_per_gpu"].contains(k)) << k;
+    for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"})
+      EXPECT_TRUE(j["time_s"].contains(k)) << k;
+    for (const char* k : {"tp", "pp", "dp"}) EXPECT_TRUE(j["comm_bytes_per_gpu"].contains(k)) << k;
+  }
+}
+
+TEST(Predict, InterleavingShrinksTheBubble) {
+  const ModelConfig m = load_model_config("175b");
+  const SystemSpec s = load_system_spec("frontier");
+  ParallelConfig p = frontier_175b();
+  p.global_batch_size = 64;  // 32 micro-batches: a visible bubble
+  const Prediction one = predict(m, p, s, 128);
+  p.vpp = 3;
+  p.schedule = ScheduleKind::interleaved;
+  const Prediction three = predict(m, p, s, 128);
+  EXPECT_LT(three.time.bubble, one.time.bubble);
+}
+
+TEST(Predict, ModelFlopsFollowNarayanan) {
+  const ModelConfig m = load_model_config("175b");
+  ParallelConfig p = frontier_175b();
+  const double B = p.global_batch_size, s = m.seq_length, l = m.num_layers, h = m.hidden_size,
+               V = double(m.padded_vocab());
+  const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(model_flops_per_step(m, p) / model, 1.0, 1e-12);
+  // Full recompute: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+  const double hw = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(hardware_flops_per_step(m, p) / hw, 1.0, 1e-12);
+  p.recompute = Recompute::none;
+  EXPECT_EQ(hardware_flops_per_step(m, p), model_flops_per_step(m, p));
+}
+
+TEST(Predict, InvalidConfigsNameTheConstraint) {
+  const ModelConfig m = load_model_config("175b");
+  const SystemSpec s = load_system_spec("frontier");
+  auto message = [&](ParallelConfig p, int gpus) {
+    try {
+      predict(m, p, s, gpus);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ParallelConfig p = frontier_175b();
+  p.tp = 5;
+  p.dp = 1;
+  EXPECT_NE(message(p, 80).find("num-attention-heads"), std::string::npos);
+  p = frontier_175b();
+  EXPECT_NE(message(p, 64).find("world size"), std::string::npos);
+  p.global_batch_size = 3;
+  EXPECT_NE(message(p, 128).find("global-batch-size"), std::string::npos);
+  p = frontier_175b();
+  p.pp = 7;
+  p.dp = 1;
+  p.tp = 1;
+  EXPECT_NE(message(p, 7).find("num-layers"), std::string::npos);
+  p = frontier_175b();
+  p.vpp = 2;
+  p.schedule = ScheduleKind::interleaved;
+  p.global_batch_size = 20;  // 10 micro-batches, not a multiple of pp = 16
+  EXPECT_NE(message(p, 128).find("multiple of pipeline-model-parallel-size"), std::string::npos);
+  p = frontier_175b();
+  p.zero_stage = 4;
+  EXPECT_NE(message(p, 128).find("zero-stage"), std::string::npos);
+}
+
+TEST(Collective, RingFactorsAndLinkClasses) {
+  const SystemSpec s = load_system_spec("frontier");
+  // TP of 2 sits on one MI250X, TP of 8 spans the node, DP with stride 8 crosses nodes.
+  EXPECT_EQ(place_group(s, 2, 1).link->name, "package");
+  EXPECT_EQ(place_group(s, 4, 1).link->name, "node");
+  EXPECT_EQ(place_group(s, 8, 1).nodes, 1);
+  EXPECT_EQ(place_group(s, 4, 8).nodes, 4);
+  EXPECT_EQ(place_group(s, 4, 8).link, nullptr);
+  EXPECT_EQ(place_group(s, 16, 2).ranks_per_node, 4);
+  const LinkClass& node = *place_group(s, 8, 1).link;
+  const double bytes = 1e9;
+  const double bw = node.bandwidth_gbs * 1e9 * node.efficiency(bytes);
+  EXPECT_NEAR(collective_time(s, Collective::all_reduce, bytes, 8, 1), 14 * node.latency_s + bytes * 2 * 7 / 8 / bw,
+              1e-12);
+  EXPECT_NEAR(collective_time(s, Collective::all_gather, bytes, 8, 1), 7 * node.latency_s + bytes * 7 / 8 / bw, 1e-12);
+  EXPECT_EQ(collective_time(s, Collective::all_reduce, bytes, 1, 1), 0);
+  // Across nodes the NICs are shared by the node's 8 devices.
+  const double across = collective_time(s, Collective::all_reduce, bytes, 2, 8);
+  const double share = 100e9 / 8 * s.network.efficiency(bytes);
+  EXPECT_NEAR(across, 2 * s.network.latency_s + bytes / share, 1e-12);
+  EXPECT_GT(p2p_time(s, bytes, 0, 8), p2p_time(s, bytes, 0, 2));
+  EXPECT_GT(p2p_time(s, bytes, 0, 2), p2p_time(s, bytes, 0, 1));
+}
+
+TEST(SystemSpec, EveryDescribedSystemLoadsAndCitesSources) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(MESHTRAIN_SOURCE_DIR) / "configs" / "systems")) {
+    if (e.path().extension() != ".json") continue;
+    const SystemSpec s = load_system_spec(e.path().string());
+    EXPECT_EQ(s.name, e.path().stem().string());
+    EXPECT_FALSE(s.sources.empty()) << s.name;
+    EXPECT_GT(s.matmul_efficiency(true)(4096), 0) << s.name;
+    ++n;
+  }
+  EXPECT_GE(n, 6);
+  EXPECT_THROW(load_system_spec("no-such-system"), Error);
+}
+
+TEST(Curve, InterpolatesInLogSize) {
+  const Curve c({{64, 0.2}, {256, 0.6}});
+  EXPECT_DOUBLE_EQ(c(32), 0.2);
+  EXPECT_DOUBLE_EQ(c(1024), 0.6);
+  EXPECT_NEAR(c(128), 0.4, 1e-12);
+  EXPECT_THROW(Curve({{64, 0.2}, {32, 0.6}}), Error);
+}
+
+}  // namespace
+}  // namespace meshtrain::perf
