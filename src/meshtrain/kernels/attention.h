@@ -9,20 +9,27 @@
 //
 // Forward: for each (batch, head, block of 64 queries), loops over the key
 // blocks at or below the diagonal with an online softmax (running max and
-// sum per query row, rescaling the output accumulator). Scores, q, k^T and v
-// tiles live in fp32 per-thread scratch; the T x T score matrix is never
-// formed. Work items (b, h, query block) are spread over threads dynamically.
+// sum per query, rescaling the output accumulator). Scores are formed
+// transposed (S^T = K Q^T, keys by queries) so the per-query statistics are
+// vector operations across the 64 queries. q^T, k, v, scores and the output
+// accumulator live in fp32 per-thread scratch (fp32 inputs are read in place
+// where the shapes allow); the T x T score matrix is never formed. Work
+// items (b, h, query block) are spread over threads dynamically.
 //
 // Backward (FlashAttention-2): D_i = rowsum(dO_i * O_i); for each key block,
 // for each query block at or below it: P = exp(S - lse) recomputed from q, k,
 // dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dQ += dS K, dK += dS^T Q
 // (with the softmax scale). One thread owns a whole (b, h): dQ is summed in
-// its fp32 scratch [T, hd], so results are deterministic. Parallelism is over
-// B * H.
+// its fp32 scratch [T, hd], so results are deterministic and independent of
+// the thread count. Parallelism is over B * H.
 //
-// Scratch per thread (floats, hdp = hd rounded up to 16): forward
-// about 4 * 64 * hdp + 2 * 64 * 64; backward about 7 * 64 * hdp + 2 * 64 * 64
-// + T * (hdp + 1), allocated per call.
+// Tile products run on a register-blocked 4 x 64 kernel; exp is the
+// polynomial approximation of cpu/common.h (relative error < 5e-7).
+// Scratch per thread (floats, hdp = hd rounded up to 16), allocated per call:
+// forward 4 * 64 * hdp + 64 * 64 + 192; backward 7 * 64 * hdp + 2 * 64 * 64
+// + T_pad * (hdp + 1), T_pad = T rounded up to 64.
+//
+// The sequence length parameter is named T_ (T is the element type).
 #pragma once
 
 #include "meshtrain/core/dtype.h"

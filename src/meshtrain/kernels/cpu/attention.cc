@@ -122,7 +122,6 @@ void load_transposed(float* dst, const T* src, size_t stride, int cols, int hd) 
   }
 }
 
-
 // Stores fp32 rows [rows][hdp] to `rows` tokens of one head.
 template <class T>
 void store_rows(T* dst, size_t stride, const float* src, int hdp, int rows, int hd) {
@@ -289,13 +288,13 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
       const T* o_head = out + o_off;
       const T* do_head = dout + o_off;
       const float* lse_bh = lse + static_cast<size_t>(bh) * T_;
+      const int hdv = hd / kVL * kVL;
       for (int t = 0; t < T_; ++t) {
         const T* o = o_head + t * out_stride;
         const T* g = do_head + t * out_stride;
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (int d = 0; d < hd; ++d) acc += ld(o[d]) * ld(g[d]);
-        D[t] = acc;
+        vec acc = cpu::sum_blocks(hdv, [&](int d) { return vload(o + d) * vload(g + d); });
+        if (hdv < hd) acc += cpu::vload_partial(o + hdv, hd - hdv, 0.0f) * cpu::vload_partial(g + hdv, hd - hdv, 0.0f);
+        D[t] = cpu::hsum(acc);
       }
       std::memset(dQ, 0, sizeof(float) * Tp * hdp);
       for (int kb = 0; kb < nb; ++kb) {
