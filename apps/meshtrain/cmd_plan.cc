@@ -122,16 +122,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
   c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top}");
   c->add_option("--csv", a->csv, "Write the whole ranked list as CSV to this file ('-': standard output)");
-  c->callback([a, &run] {
-    run = [a] {
-      try {
-        return run_plan(*a);
-      } catch (const Error& e) {
-        std::cerr << "error: " << e.what() << "\n";
-        return 1;
-      }
-    };
-  });
+  // Errors (meshtrain::Error) reach main, which prints them on one line.
+  c->callback([a, &run] { run = [a] { return run_plan(*a); }; });
 }
 
 }  // namespace meshtrain::cli

@@ -151,16 +151,8 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
   c->add_flag("--json", a->json, "One JSON object (DESIGN.md contract)");
-  c->callback([a, &run] {
-    run = [a] {
-      try {
-        return run_predict(*a);
-      } catch (const Error& e) {
-        std::cerr << "error: " << e.what() << "\n";
-        return 1;
-      }
-    };
-  });
+  // Errors (meshtrain::Error) reach main, which prints them on one line.
+  c->callback([a, &run] { run = [a] { return run_predict(*a); }; });
 }
 
 }  // namespace meshtrain::cli

@@ -61,16 +61,8 @@ void add_validate_command(CLI::App& app, Runner& run) {
   CLI::App* c = app.add_subcommand("validate", "Compare predictions with published runs (CSV)");
   c->add_option("runs", a->file, "CSV with the columns of validation/public-runs.csv")->required();
   c->add_flag("--json", a->json, "{rows: [{id, filled, prediction, reported, error}], median_abs_error, ...}");
-  c->callback([a, &run] {
-    run = [a] {
-      try {
-        return run_validate(*a);
-      } catch (const Error& e) {
-        std::cerr << "error: " << e.what() << "\n";
-        return 1;
-      }
-    };
-  });
+  // Errors (meshtrain::Error) reach main, which prints them on one line.
+  c->callback([a, &run] { run = [a] { return run_validate(*a); }; });
 }
 
 }  // namespace meshtrain::cli

@@ -16,5 +16,7 @@ void add_prepare_data_command(CLI::App& app, Runner& run);
 void add_predict_command(CLI::App& app, Runner& run);
 void add_plan_command(CLI::App& app, Runner& run);
 void add_validate_command(CLI::App& app, Runner& run);
+void add_bench_command(CLI::App& app, Runner& run);
+void add_sweep_command(CLI::App& app, Runner& run);
 
 }  // namespace meshtrain::cli

@@ -56,13 +56,21 @@ inline constexpr int64_t kCrossEntropyForwardFlopsPerElement = 4;
 inline constexpr int64_t kCrossEntropyBackwardFlopsPerElement = 4;
 inline constexpr int64_t kResidualFlopsPerElement = 1;
 
-constexpr int64_t layernorm_forward_flops(int64_t N, int64_t C) { return kLayerNormForwardFlopsPerElement * N * C; }
-constexpr int64_t layernorm_backward_flops(int64_t N, int64_t C) { return kLayerNormBackwardFlopsPerElement * N * C; }
+constexpr int64_t layernorm_forward_flops(int64_t N, int64_t C) {
+  return kLayerNormForwardFlopsPerElement * N * C;
+}
+constexpr int64_t layernorm_backward_flops(int64_t N, int64_t C) {
+  return kLayerNormBackwardFlopsPerElement * N * C;
+}
 constexpr int64_t gelu_forward_flops(int64_t n) { return kGeluForwardFlopsPerElement * n; }
 constexpr int64_t gelu_backward_flops(int64_t n) { return kGeluBackwardFlopsPerElement * n; }
 // logits [N, V]: V the real (unpadded) columns.
-constexpr int64_t crossentropy_forward_flops(int64_t N, int64_t V) { return kCrossEntropyForwardFlopsPerElement * N * V; }
-constexpr int64_t crossentropy_backward_flops(int64_t N, int64_t V) { return kCrossEntropyBackwardFlopsPerElement * N * V; }
+constexpr int64_t crossentropy_forward_flops(int64_t N, int64_t V) {
+  return kCrossEntropyForwardFlopsPerElement * N * V;
+}
+constexpr int64_t crossentropy_backward_flops(int64_t N, int64_t V) {
+  return kCrossEntropyBackwardFlopsPerElement * N * V;
+}
 constexpr int64_t residual_flops(int64_t n) { return kResidualFlopsPerElement * n; }
 constexpr int64_t position_embedding_forward_flops(int64_t N, int64_t C) { return N * C; }
 constexpr int64_t embedding_backward_flops(int64_t N, int64_t C) { return N * C; }

@@ -64,6 +64,7 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
   L.vpp_ = p.vpp;
   L.pp_rank_ = pp_rank;
   L.layers_per_chunk_ = m.num_layers / (p.pp * p.vpp);
+  L.tied_embeddings_ = m.tied_embeddings;
   const int64_t h = m.hidden_size, f = m.ffn(), v = m.padded_vocab();
   const float std = 0.02f;
   // GPT-2 / Megatron: output projections scaled by 1/sqrt(2 * layers).

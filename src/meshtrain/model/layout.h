@@ -86,6 +86,10 @@ class Layout {
   int64_t numel() const { return numel_; }              // padded flat size
   int64_t shard_numel() const { return numel_ / dp_; }  // this DP rank's share
   int64_t unpadded_numel() const;
+  // Whether the output head multiplies with the word embedding (then, with
+  // pp > 1, the first and the last stage each hold a copy whose gradients the
+  // embedding group all-reduces) or with its own untied matrix.
+  bool tied_embeddings() const { return tied_embeddings_; }
 
   // Virtual stage of chunk c on this rank, and the layers it runs.
   int virtual_stage(int chunk) const { return chunk * pp_ + pp_rank_; }
@@ -105,6 +109,7 @@ class Layout {
   std::vector<Unit> units_;
   int64_t numel_ = 0;
   int dp_ = 1, pp_ = 1, vpp_ = 1, pp_rank_ = 0, layers_per_chunk_ = 0;
+  bool tied_embeddings_ = true;
 };
 
 // Tensor stream ids: a pure function of the tensor's identity.

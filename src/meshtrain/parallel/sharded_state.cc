@@ -187,8 +187,10 @@ void ShardedState<T>::finish_reductions() {
     for (int64_t i = 0; i < ou.shard_numel(p_.dp); ++i) dst[i] += src[i];
   }
   pending_.clear();
-  // The two copies of the tied word embedding hold partial gradients.
-  if (p_.pp > 1 && mesh_.in_embedding_group()) {
+  // The two copies of the tied word embedding hold partial gradients. An
+  // untied model has no second copy: the first stage must not wait in an
+  // all-reduce the last stage never joins.
+  if (p_.pp > 1 && layout_.tied_embeddings() && mesh_.in_embedding_group()) {
     for (const Unit& u : layout_.units())
       if (u.name == "embedding.word" || u.name == "head.word")
         mesh_.embedding_group().all_reduce(reduced_grads(u), update_size(u));

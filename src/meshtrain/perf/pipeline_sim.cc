@@ -15,7 +15,10 @@ PipelineTimeline simulate(const Schedule& sch, const PipelineCosts& c) {
   const int nv = pp * vpp;
   // Arrival time of the activation entering virtual stage v (fwd) and of the
   // gradient entering virtual stage v (bwd), per micro-batch; < 0: not sent.
-  std::vector<double> fwd(size_t(nv) * m, -1.0), bwd(size_t(nv) * m, -1.0);
+  // Reused across calls: a planner simulates thousands of schedules.
+  thread_local std::vector<double> fwd, bwd;
+  fwd.assign(size_t(nv) * m, -1.0);
+  bwd.assign(size_t(nv) * m, -1.0);
   auto tr = [&](int boundary) { return pp > 1 ? c.transfer_s[(boundary + pp) % pp] : 0.0; };
 
   PipelineTimeline out;

@@ -19,7 +19,11 @@
 #include "meshtrain/data/loader.h"
 #include "meshtrain/data/token_file.h"
 #include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/measure/gather.h"
+#include "meshtrain/measure/run_report.h"
+#include "meshtrain/measure/timeline.h"
 #include "meshtrain/measure/timer.h"
+#include "meshtrain/measure/trace.h"
 #include "meshtrain/model/flops.h"
 #include "meshtrain/data/tokenizer.h"
 #include "meshtrain/parallel/pipeline_engine.h"
@@ -201,7 +205,23 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
 
   TrainResult r;
   r.tokens_per_step = tokens_per_step;
+
+  // Measurement (measure/run_report.h, measure/trace.h): per-step records,
+  // the training steps' communication (evaluation excluded), and the trace.
+  std::unique_ptr<TraceWriter> trace;
+  if (!o.trace_path.empty())
+    trace = std::make_unique<TraceWriter>(mesh.rank(), mesh.coord().pp, synchronized_origin_s(mesh.world()));
+  StepTracer tracer(trace.get());
+  if (trace) mesh.set_tracer(&tracer);
+  const std::vector<Action>& stage_actions = engine.schedule().stages[mesh.coord().pp];
+  std::vector<StepRecord> records;
+  std::vector<double> consumed;  // tokens of each step, summed over the world
+  CommStats train_comm;
+  mesh.reset_stats();
+
   auto evaluate = [&](int it) {
+    train_comm.merge(mesh.stats());
+    const double te0 = now_s();
     double sums[2] = {0, 0};
     for (int64_t b = 0; b < data.eval_batches(); ++b) {
       data.fill(b, true, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
@@ -212,6 +232,9 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     mesh.world().all_reduce(sums, 2);
     const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
     r.val_losses.emplace_back(it, loss);
+    if (trace) trace->complete("evaluate", "eval", te0, now_s(), {{"iteration", it}});
+    if (trace) tracer.take_p2p();
+    mesh.reset_stats();
     if (rank0 && !o.quiet) fmt::print("{}validation | iter {} | loss {:.4f} | ppl {:.2f}\n", tty ? "\r\033[K" : "", it, loss, std::exp(loss));
     std::fflush(stdout);
   };
@@ -220,15 +243,31 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   for (int it = 0; it < o.train_iters; ++it) {
     const double t0 = now_s();
     data.fill(it, false, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
+    if (trace) tracer.take_p2p();
+    const double tp0 = now_s();
     const StepStats s = engine.train_step(batch, dloss);
+    const double tp1 = now_s();
     double red[3] = {s.loss_sum, double(s.loss_tokens), engine.state().grad_sq_norm_local()};
     mesh.world().all_reduce(red, 3);
     const double loss = red[0] / red[1];
     const double norm = std::sqrt(red[2]);
     const float scale = (o.clip_grad > 0 && norm > o.clip_grad) ? static_cast<float>(o.clip_grad / norm) : 1.0f;
     const float lr = o.lr.at(it);
+    const double to0 = now_s();
     engine.state().step(lr, scale, it + 1, o.adam);
-    const double dt = now_s() - t0;
+    const double to1 = now_s();
+    const double dt = to1 - t0;
+    records.push_back(StepRecord{dt, tp1 - tp0, s.forward_s, s.backward_s, s.compute_s, s.idle_s, to1 - to0,
+                                 s.loss_tokens, static_cast<int64_t>(red[1])});
+    consumed.push_back(red[1]);
+    if (trace) {
+      trace->complete("step", "train", t0, to1, {{"iteration", it + 1}});
+      trace->complete("train_step", "train", tp0, tp1,
+                      {{"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"idle_s", s.idle_s}});
+      for (const ComputeSpan& c : compute_spans(stage_actions, tracer.take_p2p(), tp0, tp1))
+        trace->complete(c.name, "compute", c.start_s, c.end_s, c.args);
+      trace->complete("optimizer", "train", to0, to1);
+    }
     r.losses.push_back(loss);
     r.step_times_s.push_back(dt);
     r.grad_norms.push_back(norm);
@@ -236,7 +275,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     if (rank0 && !o.quiet && (it % o.log_interval == 0 || it + 1 == o.train_iters)) {
       const double peak = double(MemoryTracker::global().snapshot().peak_total);
       fmt::print("{}iter {:>5}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} GFLOP/s | peak mem {}\n",
-                 tty ? "\r\033[K" : "", it + 1, o.train_iters, loss, lr, norm, tokens_per_step / dt,
+                 tty ? "\r\033[K" : "", it + 1, o.train_iters, loss, lr, norm, red[1] / dt,
                  flops.model / dt / 1e9 / mesh.world_size(), human_bytes(peak));
     }
     if (tty) {
@@ -246,13 +285,22 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
                  human_time(elapsed / frac - elapsed));
     }
     std::fflush(stdout);
+    // The report's communication covers the steady iterations: the first one
+    // (first-touch allocation, connection set-up) is left out when there are more.
+    if (it == 0 && o.train_iters > 1) mesh.reset_stats();
     if (data.has_eval() && o.eval_interval > 0 && (it + 1) % o.eval_interval == 0 && it + 1 < o.train_iters)
       evaluate(it + 1);
   }
   if (tty) fmt::print("\r\033[K");
+  train_comm.merge(mesh.stats());
   if (data.has_eval()) evaluate(o.train_iters);
   std::vector<double> later(r.step_times_s.begin() + (r.step_times_s.size() > 1 ? 1 : 0), r.step_times_s.end());
-  r.tokens_per_s = tokens_per_step / median(later);
+  // Throughput from the tokens each step consumed (never the configured batch).
+  std::vector<double> later_tps;
+  for (size_t i = r.step_times_s.size() > 1 ? 1 : 0; i < r.step_times_s.size(); ++i)
+    later_tps.push_back(consumed[i] / r.step_times_s[i]);
+  r.tokens_per_s = median(later_tps);
+  if (!consumed.empty()) r.tokens_per_step = median(consumed);
 
   if (!o.dump_weights_path.empty() || o.sample_tokens > 0) {
     const std::vector<float> w = gather_serial_weights(engine.state(), mesh, o);
@@ -270,6 +318,30 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   peaks[kNumMemCategories + 1] = double(process_peak_rss_bytes());
   mesh.world().all_reduce(peaks, kNumMemCategories + 2, ReduceOp::max);
 
+  // Every rank's record, gathered on rank 0 (raw MPI: not counted, not traced).
+  nlohmann::json measurements;
+  if (!o.report_path.empty() || !o.quiet) {
+    RankRecord rec;
+    rec.rank = mesh.rank();
+    rec.coord = mesh.coord();
+    rec.steps = records;
+    rec.comm = train_comm;
+    rec.comm_steps = std::max(1, o.train_iters - 1);
+    rec.memory = ms;
+    rec.peak_rss_bytes = process_peak_rss_bytes();
+    rec.flops = rank_step_flops(m, p, mesh.coord().pp, r.tokens_per_step);
+    const std::vector<std::string> all = gather_strings(mesh.world(), rank_record_json(rec).dump());
+    if (rank0) {
+      std::vector<nlohmann::json> ranks;
+      for (const std::string& s : all) ranks.push_back(nlohmann::json::parse(s));
+      measurements = aggregate_measurements(ranks, ReportContext{m, p, mesh.world_size(), o.peak_tflops});
+    }
+  }
+  if (trace) {
+    mesh.set_tracer(nullptr);
+    trace->gather_and_write(mesh.world(), o.trace_path);
+  }
+
   if (rank0 && !o.report_path.empty()) {
     nlohmann::json j;
     j["config"] = o;
@@ -280,13 +352,15 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     j["lrs"] = r.lrs;
     j["val_losses"] = nlohmann::json::array();
     for (auto [i, l] : r.val_losses) j["val_losses"].push_back({{"iteration", i}, {"loss", l}});
-    j["tokens_per_step"] = tokens_per_step;
+    j["tokens_per_step"] = r.tokens_per_step;
+    j["configured_tokens_per_step"] = tokens_per_step;
     j["tokens_per_s"] = r.tokens_per_s;
-    j["model_flops_per_step"] = flops.model;
-    j["hardware_flops_per_step"] = flops.hardware;
+    const StepFlops consumed_flops = step_flops(m, p, r.tokens_per_step);
+    j["model_flops_per_step"] = consumed_flops.model;
+    j["hardware_flops_per_step"] = consumed_flops.hardware;
     const double step = median(later);
-    j["model_tflops_per_rank"] = flops.model / step / 1e12 / mesh.world_size();
-    j["hardware_tflops_per_rank"] = flops.hardware / step / 1e12 / mesh.world_size();
+    j["model_tflops_per_rank"] = consumed_flops.model / step / 1e12 / mesh.world_size();
+    j["hardware_tflops_per_rank"] = consumed_flops.hardware / step / 1e12 / mesh.world_size();
     if (o.peak_tflops > 0) {
       j["mfu"] = j["model_tflops_per_rank"].get<double>() / o.peak_tflops;
       j["hfu"] = j["hardware_tflops_per_rank"].get<double>() / o.peak_tflops;
@@ -296,6 +370,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     mem["total"] = int64_t(peaks[kNumMemCategories]);
     j["memory_peak_bytes"] = mem;
     j["process_peak_rss_bytes"] = int64_t(peaks[kNumMemCategories + 1]);
+    j["measurements"] = measurements;
     write_file_atomically(o.report_path, j.dump(2));
   }
   if (rank0 && !o.quiet) {
@@ -303,6 +378,8 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
                o.train_iters, r.losses.empty() ? 0.0 : r.losses.back(), r.tokens_per_s,
                flops.model / median(later) / 1e12 / mesh.world_size(), human_bytes(peaks[kNumMemCategories]),
                human_bytes(peaks[0]), human_bytes(peaks[1]), human_bytes(peaks[2]), human_bytes(peaks[3]));
+    if (!measurements.is_null()) fmt::print("{}", summary_table(measurements));
+    std::fflush(stdout);
   }
   return r;
 }
