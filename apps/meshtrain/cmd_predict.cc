@@ -40,7 +40,11 @@ double gib(double b) { return b / 1073741824.0; }
 
 int run_predict(const PredictArgs& a) {
   ModelConfig m;
-  if (!a.model.empty()) m = load_model_config(a.model);
+  if (!a.model.empty()) {
+    m = load_model_config(a.model);
+  } else {
+    m.vocab_size = 50257;  // Megatron-LM's GPT-2 BPE tokenizer, when no model file gives one
+  }
   if (a.num_layers) m.num_layers = *a.num_layers;
   if (a.hidden_size) m.hidden_size = *a.hidden_size;
   if (a.heads) m.num_attention_heads = *a.heads;
@@ -108,8 +112,8 @@ int run_predict(const PredictArgs& a) {
              t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.dp_comm,
              pct(t.dp_comm), t.bubble, pct(t.bubble), t.optimizer, pct(t.optimizer));
   fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
-  fmt::print("  model TFLOP/s per GPU    {:.1f}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
-  fmt::print("  hardware TFLOP/s per GPU {:.1f}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
+  fmt::print("  model TFLOP/s per GPU    {:.4g}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
+  fmt::print("  hardware TFLOP/s per GPU {:.4g}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
   fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);
   fmt::print("\ncommunication per GPU per step: tp {:.3g} GB, pp {:.3g} GB, dp {:.3g} GB\n", r.comm_bytes.tp / 1e9,
              r.comm_bytes.pp / 1e9, r.comm_bytes.dp / 1e9);
@@ -131,7 +135,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--ffn-hidden-size", a->ffn);
   c->add_option("--seq-length", a->seq_length);
   c->add_option("--max-position-embeddings", a->max_positions);
-  c->add_option("--vocab-size", a->vocab_size);
+  c->add_option("--vocab-size", a->vocab_size, "Default: the model file's, else 50257 (GPT-2 BPE)");
   c->add_option("--micro-batch-size", a->micro_batch_size);
   c->add_option("--global-batch-size", a->global_batch_size, "Default: micro-batch-size x data-parallel size");
   c->add_option("--tensor-model-parallel-size", a->tp);

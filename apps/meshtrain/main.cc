@@ -23,9 +23,9 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_prepare_data_command(app, run);
   meshtrain::cli::add_bench_command(app, run);
   meshtrain::cli::add_sweep_command(app, run);
-  // PREDICT meshtrain::cli::add_predict_command(app, run);
-  // PLAN meshtrain::cli::add_plan_command(app, run);
-  // VALIDATE meshtrain::cli::add_validate_command(app, run);
+  meshtrain::cli::add_predict_command(app, run);
+  meshtrain::cli::add_plan_command(app, run);
+  meshtrain::cli::add_validate_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -71,6 +71,30 @@ TEST(Predict, InterleavingShrinksTheBubble) {
   EXPECT_LT(three.time.bubble, one.time.bubble);
 }
 
+TEST(Predict, OverlapHidesDataParallelTime) {
+  const ModelConfig m = load_model_config("22b");
+  const SystemSpec s = load_system_spec("dgx-h100");
+  ParallelConfig p;
+  p.tp = 8;
+  p.dp = 16;
+  p.zero_stage = 1;
+  p.global_batch_size = 64;
+  p.bf16 = true;
+  p.sequence_parallel = true;
+  const Prediction plain = predict(m, p, s, 128);
+  PerfOptions o;
+  o.overlap_grad_reduce = true;
+  o.overlap_param_gather = true;
+  const Prediction overlapped = predict(m, p, s, 128, o);
+  EXPECT_GT(plain.time.dp_comm, 0);
+  EXPECT_LT(overlapped.time.dp_comm, 0.5 * plain.time.dp_comm);
+  EXPECT_LT(overlapped.step_time_s, plain.step_time_s);
+  EXPECT_EQ(overlapped.comm_bytes.dp, plain.comm_bytes.dp);  // same bytes, less exposed
+  // ZeRO-3 gathers weights for every micro-batch: more bytes than ZeRO-1.
+  p.zero_stage = 3;
+  EXPECT_GT(predict(m, p, s, 128).comm_bytes.dp, plain.comm_bytes.dp);
+}
+
 TEST(Predict, ModelFlopsFollowNarayanan) {
   const ModelConfig m = load_model_config("175b");
   ParallelConfig p = frontier_175b();

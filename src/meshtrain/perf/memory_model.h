@@ -8,11 +8,10 @@
 //     yet), each chunk stashing block_stash() per block plus head_stash()
 //     where it holds the head (activations.h); plus the token ids and targets
 //     of every micro-batch of the step (embedding_stash() x micro-batches);
-//     plus, counted once, rank_working_set(). Without flash attention, each
-//     stashed block also keeps its softmax
-//     probabilities (b x heads/tp x s^2 elements; dropped by selective
-//     recompute) and a block's backward holds the probabilities and their
-//     gradient.
+//     plus, counted once, rank_working_set(). Without flash attention each
+//     stashed block also keeps its softmax probabilities (b x heads/tp x s^2
+//     elements; dropped by selective recompute), and a block's backward
+//     holds the probabilities and their gradient.
 //   comm_buffers: with PP, receive and send buffers for one boundary
 //     activation in each direction (4 x micro-batch x seq/tp-if-SP x hidden);
 //     ZeRO-2/3 the full-precision gradient of the largest unit before it is

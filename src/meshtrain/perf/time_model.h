@@ -6,16 +6,15 @@
 // parallelism shrinks N or K by TP and so lowers the efficiency. A backward
 // GEMM pair (data and weight gradients) costs twice its forward. Memory-
 // bound kernels (LayerNorm, bias+GELU, dropout+residual, softmax, cross-
-// entropy, embedding lookup) cost bytes read and written / (HBM bandwidth x
-// elementwise efficiency). Each forward and backward action of a chunk also
-// pays the system's host-side action overhead (framework work between
-// kernels: scheduling, pipeline bookkeeping). Attention: with flash
-// attention, the FLOPs a
-// causal kernel executes (about half the s^2 product) at the system's flash
-// efficiency, backward 2.5 x forward, no s^2 memory traffic; without it,
-// the full score GEMMs at the matmul efficiency of head_dim plus four passes
-// over the s^2 score matrix forward and eight backward. Each kernel also
-// pays the system's launch overhead.
+// entropy in fp32, embedding lookup) cost bytes read and written / (HBM
+// bandwidth x elementwise efficiency). Attention: with flash attention, the
+// FLOPs a causal kernel executes (about half the s^2 product) at the
+// system's flash efficiency, backward 2.5 x forward, no s^2 memory traffic;
+// without it, the full score GEMMs at the matmul efficiency of head_dim plus
+// four passes over the s^2 score matrix forward and eight backward. Each
+// kernel pays the system's launch overhead, and each forward and backward
+// action of a chunk its host-side action overhead (framework work between
+// kernels).
 //
 // Recompute: full recompute runs a block's forward again (with its tensor-
 // parallel collectives) inside its backward; selective runs the attention
@@ -34,7 +33,8 @@
 //   DP: ZeRO-2 reduce-scatters each chunk's gradients after every micro-
 //       batch's backward, ZeRO-3 also all-gathers its parameters before each
 //       forward and backward; these overlap the chunk's compute except one
-//       unit's worth. ZeRO-0 all-reduces, ZeRO-1 reduce-scatters the fp32
+//       unit's worth (the reduce-scatter only with --overlap-grad-reduce).
+//       ZeRO-0 all-reduces, ZeRO-1 reduce-scatters the fp32
 //       gradients once per step; ZeRO-1/2 all-gather the updated parameters
 //       after the optimizer.
 // Optimizer: Adam over the rank's shard, memory-bound: 34 bytes per element
