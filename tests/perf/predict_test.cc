@@ -9,7 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/collective.h"
-#include "meshtrain/perf/flops.h"
+#include "meshtrain/model/flops.h"
 #include "meshtrain/perf/predict.h"
 
 namespace meshtrain::perf {
@@ -101,12 +101,13 @@ TEST(Predict, ModelFlopsFollowNarayanan) {
   const double B = p.global_batch_size, s = m.seq_length, l = m.num_layers, h = m.hidden_size,
                V = double(m.padded_vocab());
   const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-  EXPECT_NEAR(model_flops_per_step(m, p) / model, 1.0, 1e-12);
+  const double tokens = B * s;
+  EXPECT_NEAR(step_flops(m, p, tokens).model / model, 1.0, 1e-12);
   // Full recompute: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
   const double hw = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
-  EXPECT_NEAR(hardware_flops_per_step(m, p) / hw, 1.0, 1e-12);
+  EXPECT_NEAR(step_flops(m, p, tokens).hardware / hw, 1.0, 1e-12);
   p.recompute = Recompute::none;
-  EXPECT_EQ(hardware_flops_per_step(m, p), model_flops_per_step(m, p));
+  EXPECT_EQ(step_flops(m, p, tokens).hardware, step_flops(m, p, tokens).model);
 }
 
 TEST(Predict, InvalidConfigsNameTheConstraint) {

@@ -1,5 +1,7 @@
 #include "meshtrain/model/flops.h"
 
+#include "meshtrain/model/activations.h"
+
 namespace meshtrain {
 
 double attention_core_flops_per_token(const ModelConfig& m) {
@@ -23,10 +25,12 @@ StepFlops step_flops(const ModelConfig& m, const ParallelConfig& p, double token
   f.model = 3.0 * fwd * tokens;
   double extra = 0;
   if (p.recompute == Recompute::full) {
-    const double share = p.recompute_method == RecomputeMethod::uniform
-                             ? 1.0
-                             : std::min(1.0, double(p.recompute_num_layers) * p.pp * p.vpp / m.num_layers);
-    extra = blocks * share;
+    // The blocks that recompute: every one (uniform) or the first
+    // recompute_num_layers of each model chunk (block).
+    const int chunk_layers = m.num_layers / (p.pp * p.vpp);
+    int recomputed = 0;
+    for (int i = 0; i < chunk_layers; ++i) recomputed += block_is_recomputed(p, i, chunk_layers);
+    extra = double(recomputed) * p.pp * p.vpp * block_forward_flops_per_token(m);
   } else if (p.recompute == Recompute::selective) {
     extra = m.num_layers * attention_core_flops_per_token(m);
   }

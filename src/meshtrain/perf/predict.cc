@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "meshtrain/perf/flops.h"
+#include "meshtrain/model/flops.h"
 
 namespace meshtrain::perf {
 
@@ -135,8 +135,9 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
 
   r.tokens_per_step = double(p.global_batch_size) * m.seq_length;
   r.tokens_per_s = r.tokens_per_step / r.step_time_s;
-  r.model_tflops_per_gpu = model_flops_per_step(m, p) / r.step_time_s / num_gpus / 1e12;
-  r.hardware_tflops_per_gpu = hardware_flops_per_step(m, p) / r.step_time_s / num_gpus / 1e12;
+  const StepFlops flops = step_flops(m, p, double(p.global_batch_size) * m.seq_length);
+  r.model_tflops_per_gpu = flops.model / r.step_time_s / num_gpus / 1e12;
+  r.hardware_tflops_per_gpu = flops.hardware / r.step_time_s / num_gpus / 1e12;
   const double peak = s.peak_flops(p.bf16) / 1e12;
   r.mfu = r.model_tflops_per_gpu / peak;
   r.hfu = r.hardware_tflops_per_gpu / peak;

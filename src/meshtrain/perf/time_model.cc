@@ -5,7 +5,7 @@
 
 #include "meshtrain/model/activations.h"
 #include "meshtrain/perf/collective.h"
-#include "meshtrain/perf/flops.h"
+#include "meshtrain/model/flops.h"
 
 namespace meshtrain::perf {
 
@@ -59,7 +59,7 @@ struct Pricer {
     return g;
   }
   double attention_forward() const {
-    const double full = attention_core_forward_flops(m, n) / t;
+    const double full = attention_core_flops_per_token(m) * n / t;
     if (p.flash_attention) {
       // A causal kernel skips the blocks above the diagonal (128-wide tiles).
       const double tiles = std::max(1.0, double(m.seq_length) / 128);
