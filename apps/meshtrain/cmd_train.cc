@@ -58,9 +58,10 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   p.global_batch_size = f.gbs ? *f.gbs : f.mbs * p.dp;
   p.schedule = parse_schedule(f.schedule);
   if (f.layers_per_virtual_stage) {
+    check(o.model.num_layers > 0 && o.model.num_layers % f.pp == 0,
+          "num-layers {} is not divisible by pipeline-model-parallel-size {}", o.model.num_layers, f.pp);
     const int per_stage = o.model.num_layers / f.pp;
-    check(*f.layers_per_virtual_stage > 0 && o.model.num_layers % f.pp == 0 &&
-              per_stage % *f.layers_per_virtual_stage == 0,
+    check(*f.layers_per_virtual_stage > 0 && per_stage % *f.layers_per_virtual_stage == 0,
           "num-layers-per-virtual-pipeline-stage {} does not divide the {} layers of each of {} stages",
           *f.layers_per_virtual_stage, per_stage, f.pp);
     p.vpp = per_stage / *f.layers_per_virtual_stage;

@@ -23,7 +23,8 @@ struct ModelConfig {
   int vocab_size = 0;
   bool gated_mlp = false;           // SwiGLU: three FFN matrices instead of two
   bool tied_embeddings = true;
-  bool learned_positions = true;    // false: rotary (no position table)
+  bool learned_positions = true;    // false: no position table (the engine adds no
+                                    // position signal; the cost model's view of rotary)
 
   int head_dim() const { return hidden_size / num_attention_heads; }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_attention_heads; }

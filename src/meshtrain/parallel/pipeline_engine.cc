@@ -96,7 +96,14 @@ int PipelineEngine<T>::peer_rank(int c, bool next) const {
 
 template <class T>
 int PipelineEngine<T>::tag(int mb, int c, bool grad) const {
-  return (mb * p_.vpp + c) * 2 + (grad ? 1 : 0);
+  // MPI guarantees tags up to 32767 only (MPI_TAG_UB may be no larger), and
+  // (mb * vpp + c) * 2 passes it from 16384 / vpp micro-batches on. Wrapping
+  // is safe: equal tags from one sender match in the order sent (MPI's
+  // non-overtaking rule), and each side handles one chunk's messages of one
+  // direction in increasing micro-batch order; messages of different chunks
+  // whose tags collide are ~16384 / vpp micro-batches apart, far more than
+  // the interleaved schedule keeps in flight.
+  return ((mb * p_.vpp + c) * 2 + (grad ? 1 : 0)) % 32768;
 }
 
 template <class T>
