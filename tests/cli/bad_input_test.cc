@@ -123,3 +123,30 @@ TEST(BadInput, EveryRankExitsAndOnlyOneLineIsPrinted) {
 }
 
 }  // namespace
+
+namespace {
+
+// A rank killed mid-run: every other rank must exit non-zero within 30 s
+// (mpirun ends the job when one process dies; the communication watchdog
+// covers launchers that do not), and the output names the failed rank.
+TEST(Failure, KilledRankEndsTheJobWithoutHanging) {
+  const fs::path out = fs::temp_directory_path() / ("mt-kill-" + std::to_string(getpid()) + ".out");
+  const std::string cmd =
+      "MESHTRAIN_KILL_RANK_AT=1:3 MESHTRAIN_COMM_TIMEOUT_S=20 OMP_NUM_THREADS=1 timeout 60 mpirun --oversubscribe "
+      "--allow-run-as-root -np 4 " + std::string(MESHTRAIN_BINARY) +
+      " train --model tiny --mock-data --train-iters 200 --tensor-model-parallel-size 2 --quiet > " + out.string() +
+      " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::ifstream f(out);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  fs::remove(out);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(code, 124) << "timed out: the surviving ranks hung";
+  EXPECT_LT(seconds, 45);
+  EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+}
+
+}  // namespace

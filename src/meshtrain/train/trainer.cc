@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -185,6 +187,17 @@ void sample_text(const TrainOptions& o, const std::vector<float>& weights) {
     fmt::print("\nsample (token ids): {}\n", fmt::join(out, " "));
 }
 
+// MESHTRAIN_KILL_RANK_AT="R:I" makes rank R kill itself at iteration I: the
+// failure tests use it to check that the others exit instead of hanging.
+struct FaultInjection {
+  int rank = -1, iteration = -1;
+};
+FaultInjection fault_injection() {
+  FaultInjection f;
+  if (const char* e = std::getenv("MESHTRAIN_KILL_RANK_AT")) std::sscanf(e, "%d:%d", &f.rank, &f.iteration);
+  return f;
+}
+
 template <class T>
 TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   const ParallelConfig& p = o.parallel;
@@ -240,7 +253,9 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   };
 
   const double t_start = now_s();
+  const FaultInjection fault = fault_injection();
   for (int it = 0; it < o.train_iters; ++it) {
+    if (fault.rank == mesh.rank() && fault.iteration == it) std::raise(SIGKILL);
     const double t0 = now_s();
     data.fill(it, false, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
     if (trace) tracer.take_p2p();
@@ -293,6 +308,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   }
   if (tty) fmt::print("\r\033[K");
   train_comm.merge(mesh.stats());
+  mesh.reset_stats();  // evaluate() adds what the groups hold: nothing left to add twice
   if (data.has_eval()) evaluate(o.train_iters);
   std::vector<double> later(r.step_times_s.begin() + (r.step_times_s.size() > 1 ? 1 : 0), r.step_times_s.end());
   // Throughput from the tokens each step consumed (never the configured batch).
@@ -389,6 +405,11 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
 void check_options(const TrainOptions& o, int world_size) {
   ParallelConfig p = o.parallel;
   validate(o.model, p, world_size);
+  // The engine trains the GPT-2 subset; the performance model costs the rest.
+  check(!o.model.gated_mlp, "the engine trains GELU MLPs only (gated_mlp is for the performance model)");
+  check(o.model.kv_heads() == o.model.num_attention_heads,
+        "the engine trains multi-head attention only (num_kv_heads {} != num-attention-heads {})",
+        o.model.kv_heads(), o.model.num_attention_heads);
   check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
   check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
   check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);
