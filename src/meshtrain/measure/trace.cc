@@ -1,5 +1,7 @@
 #include "meshtrain/measure/trace.h"
 
+#include "meshtrain/measure/gather.h"
+
 #include <climits>
 
 #include <fmt/format.h>
@@ -109,25 +111,9 @@ void TraceWriter::write(const std::string& path) const {
 }
 
 void TraceWriter::gather_and_write(const Communicator& world, const std::string& path) const {
-  const MPI_Comm comm = world.raw();
-  const std::string mine = events_json();
-  // MPI_Gatherv counts in int: every rank learns the total and fails alike.
-  const int64_t len64 = static_cast<int64_t>(mine.size());
-  int64_t total = 0;
-  check_mpi(MPI_Allreduce(&len64, &total, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce", world.name());
-  check(total <= INT_MAX, "trace of all ranks is too large to gather on rank 0 ({} bytes)", total);
-  const int len = static_cast<int>(len64);
-  const bool root = world.rank() == 0;
-  std::vector<int> lens(root ? world.size() : 0), displs(root ? world.size() : 0);
-  check_mpi(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm), "MPI_Gather", world.name());
-  for (size_t r = 1; r < lens.size(); ++r) displs[r] = displs[r - 1] + lens[r - 1];
-  std::string all(root ? static_cast<size_t>(total) : 0, '\0');
-  check_mpi(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm),
-            "MPI_Gatherv", world.name());
-  if (!root) return;
-  std::vector<std::string_view> parts;
-  for (size_t r = 0; r < lens.size(); ++r) parts.emplace_back(all.data() + displs[r], lens[r]);
-  write_file_atomically(path, trace_file(parts));
+  const std::vector<std::string> all = gather_strings(world, events_json());
+  if (world.rank() != 0) return;
+  write_file_atomically(path, trace_file(std::vector<std::string_view>(all.begin(), all.end())));
 }
 
 double synchronized_origin_s(const Communicator& world) {
