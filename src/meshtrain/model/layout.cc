@@ -46,11 +46,15 @@ struct UnitBuilder {
     s.init = init;
     s.init_std = std;
     s.weight_decay = decay;
-    s.sequence_partial_grad = split < 0 && (s.name.find("ln") != std::string::npos ||
-                                             s.name == "embedding.position");
     s.offset = u.numel;  // relative to the unit for now
     u.numel += s.numel();
     u.params.push_back(std::move(s));
+  }
+  // A replicated tensor applied to sequence shards under sequence parallelism
+  // (a LayerNorm's weight and bias, the position table).
+  void add_sequence_replicated(std::string name, int64_t rows, int64_t cols, InitKind init, float std, bool decay) {
+    add(std::move(name), rows, cols, -1, init, std, decay);
+    u.params.back().sequence_partial_grad = true;
   }
 };
 
@@ -87,7 +91,8 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
       finish(std::move(u));
       if (m.learned_positions) {
         Unit q = unit("embedding.position", UnitKind::embedding, -1);
-        UnitBuilder{q, p.tp, tp_rank}.add("embedding.position", m.max_positions(), h, -1, InitKind::normal, std, true);
+        UnitBuilder{q, p.tp, tp_rank}.add_sequence_replicated("embedding.position", m.max_positions(), h,
+                                                              InitKind::normal, std, true);
         finish(std::move(q));
       }
     }
@@ -95,14 +100,14 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
       const std::string n = "layers." + std::to_string(l) + ".";
       Unit u = unit(n.substr(0, n.size() - 1), UnitKind::block, l);
       UnitBuilder b{u, p.tp, tp_rank};
-      b.add(n + "ln1.weight", h, 1, -1, InitKind::ones, 0, false);
-      b.add(n + "ln1.bias", h, 1, -1, InitKind::zeros, 0, false);
+      b.add_sequence_replicated(n + "ln1.weight", h, 1, InitKind::ones, 0, false);
+      b.add_sequence_replicated(n + "ln1.bias", h, 1, InitKind::zeros, 0, false);
       b.add(n + "qkv.weight", 3 * h, h, 0, InitKind::normal, std, true);
       b.add(n + "qkv.bias", 3 * h, 1, 0, InitKind::zeros, 0, false);
       b.add(n + "proj.weight", h, h, 1, InitKind::normal, out_std, true);
       b.add(n + "proj.bias", h, 1, -1, InitKind::zeros, 0, false);
-      b.add(n + "ln2.weight", h, 1, -1, InitKind::ones, 0, false);
-      b.add(n + "ln2.bias", h, 1, -1, InitKind::zeros, 0, false);
+      b.add_sequence_replicated(n + "ln2.weight", h, 1, InitKind::ones, 0, false);
+      b.add_sequence_replicated(n + "ln2.bias", h, 1, InitKind::zeros, 0, false);
       b.add(n + "fc.weight", f, h, 0, InitKind::normal, std, true);
       b.add(n + "fc.bias", f, 1, 0, InitKind::zeros, 0, false);
       b.add(n + "fc2.weight", h, f, 1, InitKind::normal, out_std, true);
@@ -112,8 +117,8 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
     if (L.has_head(c)) {
       Unit u = unit("head.lnf", UnitKind::head, -1);
       UnitBuilder b{u, p.tp, tp_rank};
-      b.add("head.lnf.weight", h, 1, -1, InitKind::ones, 0, false);
-      b.add("head.lnf.bias", h, 1, -1, InitKind::zeros, 0, false);
+      b.add_sequence_replicated("head.lnf.weight", h, 1, InitKind::ones, 0, false);
+      b.add_sequence_replicated("head.lnf.bias", h, 1, InitKind::zeros, 0, false);
       finish(std::move(u));
       if (!m.tied_embeddings) {
         Unit o = unit("head.output", UnitKind::head, -1);
