@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "json_file.h"
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/process_mesh.h"
 #include "meshtrain/core/error.h"
@@ -28,8 +29,42 @@ struct TrainFlags {
   std::optional<int> gbs, layers_per_virtual_stage;
   std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
   bool sp = false, bf16 = false;
+  std::string peak_from;
   TrainOptions o;
 };
+
+// Ranks on this node, from the launcher's environment (1 if unknown).
+int ranks_on_node() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local) local = std::getenv("SLURM_NTASKS_PER_NODE");
+  return local ? std::max(1, std::atoi(local)) : 1;
+}
+
+// Ranks sharing a node share its cores: unless OMP_NUM_THREADS says
+// otherwise, each rank gets cores / ranks-on-this-node threads (spinning
+// OpenMP threads on oversubscribed cores are far slower than fewer threads).
+void set_threads_per_rank() {
+  if (std::getenv("OMP_NUM_THREADS")) return;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  omp_set_num_threads(std::max(1, cores / ranks_on_node()));
+}
+
+// --peak-from: a rank's peak from `meshtrain bench gemm --out FILE` run on
+// this machine: the square-matmul peak per OpenMP thread of the run's dtype
+// times the cores this rank has, its threads but at most its share of the
+// node's cores (8 ranks on 2 cores have a quarter core each).
+double peak_from_bench(const std::string& path, bool bf16) {
+  const nlohmann::json j = read_json_arg("--peak-from", path);
+  const char* dt = bf16 ? "bf16" : "fp32";
+  check(j.value("bench", "") == "gemm" && j.contains("peak"), "--peak-from {}: not the output of meshtrain bench gemm",
+        path);
+  check(j["peak"].contains(dt), "--peak-from {}: no {} peak in the file (bench gemm --dtypes {})", path, dt, dt);
+  const double per_thread = j["peak"][dt].value("tflops_per_thread", 0.0);
+  check(per_thread > 0, "--peak-from {}: the {} peak is not positive", path, dt);
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double share = std::min<double>(omp_get_max_threads(), cores / ranks_on_node());
+  return per_thread * share;
+}
 
 TrainOptions resolve(const TrainFlags& f, int world) {
   TrainOptions o = f.o;
@@ -73,19 +108,11 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   p.bf16 = f.bf16;
   if (o.lr.decay_iters <= 0) o.lr.decay_iters = o.train_iters;
   if (o.model.max_position_embeddings == 0) o.model.max_position_embeddings = o.model.seq_length;
+  if (!f.peak_from.empty()) {
+    check(o.peak_tflops == 0, "--peak-tflops and --peak-from exclude each other");
+    o.peak_tflops = peak_from_bench(f.peak_from, p.bf16);
+  }
   return o;
-}
-
-// Ranks sharing a node share its cores: unless OMP_NUM_THREADS says
-// otherwise, each rank gets cores / ranks-on-this-node threads (spinning
-// OpenMP threads on oversubscribed cores are far slower than fewer threads).
-void set_threads_per_rank() {
-  if (std::getenv("OMP_NUM_THREADS")) return;
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!local) local = std::getenv("SLURM_NTASKS_PER_NODE");
-  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  omp_set_num_threads(std::max(1, cores / ranks));
 }
 
 int run_train(const TrainFlags& f) {
@@ -183,6 +210,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--sample-tokens", o.sample_tokens, "After training, generate this many tokens")->group(g);
   cmd->add_option("--sample-prompt", o.sample_prompt, "Text the sample continues")->group(g);
   cmd->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU/HFU")->group(g);
+  cmd->add_option("--peak-from", f->peak_from,
+                  "Peak per rank for MFU/HFU from `meshtrain bench gemm --out FILE` on this machine")->group(g);
   cmd->callback([&run, f] { run = [f] { return run_train(*f); }; });
 }
 

@@ -102,6 +102,17 @@ TEST(BadInput, TokensOutsideVocabulary) {
   write_raw(p, 20240520, 1, 100, t);
   expect_one_line_error(run(kTrain + "--data-path " + p.string()), "500");
 }
+TEST(BadInput, PeakFromFile) {
+  expect_one_line_error(run(kTrain + "--mock-data --peak-from /nonexistent/gemm.json"), "cannot open");
+  const fs::path notjson = scratch() / "peak.txt", other = scratch() / "comm.json", nobf16 = scratch() / "gemm.json";
+  std::ofstream(notjson) << "peak 12 TFLOP/s";
+  std::ofstream(other) << R"({"bench": "comm", "results": {}})";
+  std::ofstream(nobf16) << R"({"bench": "gemm", "peak": {"fp32": {"tflops_per_thread": 0.1}}})";
+  expect_one_line_error(run(kTrain + "--mock-data --peak-from " + notjson.string()), "invalid JSON");
+  expect_one_line_error(run(kTrain + "--mock-data --peak-from " + other.string()), "not the output of meshtrain bench gemm");
+  expect_one_line_error(run(kTrain + "--mock-data --bf16 --peak-from " + nobf16.string()), "no bf16 peak");
+  expect_one_line_error(run(kTrain + "--mock-data --peak-tflops 1 --peak-from " + nobf16.string()), "exclude each other");
+}
 TEST(BadInput, HugeShapeFailsFastBeforeAllocating) {
   const Outcome o = run("train --model 1t --num-attention-heads 7 --mock-data --quiet");
   expect_one_line_error(o, "not divisible by num-attention-heads");

@@ -6,6 +6,8 @@
 //   Bubble.*      the measured pipeline bubble of GPipe and 1F1B on balanced
 //                 stages is near (p-1)/(m+p-1), and interleaving lowers it;
 //   Trace.*       the --trace file parses, with the expected spans per rank;
+//   KernelTime.*  the kernel clock's matmul and attention FLOPs equal their
+//                 closed forms, and the compute time split adds up;
 //   BenchComm.*   bench comm on 2 and 4 ranks: sizes increase, bandwidths > 0;
 //   Sweep.*       a 3-configuration grid gives one CSV row per configuration,
 //                 an invalid one with its reason.
@@ -398,7 +400,10 @@ TEST(Trace, SpansPerRank) {
     EXPECT_EQ(spans[r]["step"], iters);
     EXPECT_EQ(spans[r]["train_step"], iters);
     EXPECT_EQ(spans[r]["optimizer"], iters);
-    EXPECT_GE(spans[r]["forward"] + spans[r]["backward"] + spans[r]["forward+backward"], iters);
+    // One span per forward and per backward of each micro-batch (global
+    // batch 4 / micro-batch 1 / dp 1 = 4 micro-batches, one chunk).
+    EXPECT_EQ(spans[r]["forward"], 4 * iters);
+    EXPECT_EQ(spans[r]["backward"], 4 * iters);
     EXPECT_EQ(pids[r], std::set<int>{stage});
     EXPECT_EQ(pids[comm_base + r], std::set<int>{stage});
     EXPECT_GT(spans[comm_base + r]["all_reduce"], 0);  // TP and the loss all-reduce
@@ -406,9 +411,57 @@ TEST(Trace, SpansPerRank) {
     EXPECT_GT(spans[comm_base + r]["recv"], 0);
     EXPECT_GT(comm_bytes[r], 0);
   }
-  // The first stage's forwards and backwards are told apart by its sends and
-  // receives: micro-batch 0's forward is a span of its own.
-  EXPECT_GE(spans[0]["forward"], iters);
+}
+
+// ---------------------------------------------------------- kernel time ---
+
+// The kernel clock's FLOPs, summed over the ranks of a TP 2 x PP 2 run (dp
+// 1: the ranks split one step's work), equal the closed forms of the
+// shapes the engine runs (kernels/flops.h; tiny: h 32, ffn 4h, L 8 blocks,
+// S 16, padded vocab Vp; T = global batch x S tokens, no recompute):
+//   matmuls   = 3 x T x (L x 2 (3h^2 + h^2 + 2 h ffn) + 2 h Vp)
+//               (forward, and the input and weight gradients)
+//   attention = L x global batch x h x S (S+1)/2 x (4 + 10)
+//               (causal pairs; forward 4, backward 10 per pair and h)
+// and the time split is consistent: each part positive, their sum at most
+// the compute time. --peak-from a bench gemm file gives each rank the
+// file's peak per thread times its share of the cores (one OpenMP thread,
+// at most cores / 4 ranks).
+TEST(KernelTime, FlopsMatchClosedFormsAndTimesAddUp) {
+  const fs::path report = scratch() / "kernel_report.json", gemm = scratch() / "kernel_gemm.json";
+  std::ofstream(gemm) << R"({"bench": "gemm", "peak": {"fp32": {"tflops": 2.0, "tflops_per_thread": 0.5}}})";
+  const int gbs = 4, iters = 3;
+  const Outcome o = sh(mpirun(4) + MESHTRAIN_BINARY +
+                       fmt::format(" train --model tiny --mock-data --train-iters {} --quiet "
+                                   "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                                   "--global-batch-size {} --report {} --peak-from {}",
+                                   iters, gbs, report.string(), gemm.string()));
+  ASSERT_EQ(o.rc, 0) << o.output;
+  const nlohmann::json j = read_json(report);
+  const double share = std::min(1.0, std::max(1u, std::thread::hardware_concurrency()) / 4.0);
+  EXPECT_DOUBLE_EQ(j["measurements"]["peak_tflops_per_rank"].get<double>(), 0.5 * share);
+  EXPECT_GT(j["measurements"]["aggregate"]["compute"]["matmul_efficiency"]["median"].get<double>(), 0);
+  const ModelConfig m = load_model_config("tiny");
+  const double h = m.hidden_size, ffn = m.ffn(), L = m.num_layers, S = m.seq_length, Vp = m.padded_vocab();
+  const double T = double(gbs) * S;
+  const double matmul = 3 * T * (L * 2 * (4 * h * h + 2 * h * ffn) + 2 * h * Vp);
+  const double attention = L * gbs * h * S * (S + 1) / 2 * 14;
+  double mm = 0, at = 0;
+  for (const auto& r : j["measurements"]["ranks"]) {
+    SCOPED_TRACE(fmt::format("rank {}", r["rank"].get<int>()));
+    const auto& st = r["steps"];
+    ASSERT_EQ(st["matmul_flops"].size(), size_t(iters));
+    for (int i = 1; i < iters; ++i) EXPECT_EQ(st["matmul_flops"][i], st["matmul_flops"][0]);  // every step alike
+    mm += st["matmul_flops"][1].get<double>();
+    at += st["attention_flops"][1].get<double>();
+    const auto& c = r["compute"];
+    EXPECT_GT(c["matmul_s"].get<double>(), 0);
+    EXPECT_GT(c["attention_s"].get<double>(), 0);
+    EXPECT_LE(c["matmul_s"].get<double>() + c["attention_s"].get<double>(), c["compute_s"].get<double>());
+    EXPECT_GT(c["matmul_tflops"].get<double>(), 0);
+  }
+  EXPECT_DOUBLE_EQ(mm, matmul);
+  EXPECT_DOUBLE_EQ(at, attention);
 }
 
 // ----------------------------------------------------------- bench comm ---

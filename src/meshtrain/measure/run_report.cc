@@ -98,6 +98,10 @@ nlohmann::json rank_record_json(const RankRecord& r) {
   col("compute_s", [](const StepRecord& s) { return s.compute_s; });
   col("idle_s", [](const StepRecord& s) { return s.idle_s; });
   col("optimizer_s", [](const StepRecord& s) { return s.optimizer_s; });
+  col("matmul_s", [](const StepRecord& s) { return s.matmul_s; });
+  col("matmul_flops", [](const StepRecord& s) { return s.matmul_flops; });
+  col("attention_s", [](const StepRecord& s) { return s.attention_s; });
+  col("attention_flops", [](const StepRecord& s) { return s.attention_flops; });
   col("loss_tokens", [](const StepRecord& s) { return s.loss_tokens; });
   col("step_tokens", [](const StepRecord& s) { return s.step_tokens; });
   nlohmann::json mem = nlohmann::json::object();
@@ -193,9 +197,39 @@ nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, co
                       {"hardware_flops_per_step", hf},
                       {"model_tflops", step > 0 ? mf / step / 1e12 : 0.0},
                       {"hardware_tflops", step > 0 ? hf / step / 1e12 : 0.0}};
+  // Where the compute time went (medians over the steady iterations):
+  //   matmul_s      the oneDNN matmuls (linear layers, logits);
+  //   attention_s   the tiled attention kernels;
+  //   in_layer_comm_s  the tp group's calls (TP/SP collectives and the
+  //                 vocab-parallel cross-entropy's), made inside forward and
+  //                 backward;
+  //   other_s       compute_s minus those three: element-wise kernels
+  //                 (LayerNorm, GELU, residuals, embeddings, softmax-CE,
+  //                 bf16 conversions), ZeRO-3 gathers and bookkeeping.
+  // Rates: each kernel class's FLOPs over its own time.
+  const double compute_s = median_of(steady(column(st, "compute_s")));
+  const double mm_s = median_of(steady(column(st, "matmul_s")));
+  const double at_s = median_of(steady(column(st, "attention_s")));
+  const double mm_f = median_of(steady(column(st, "matmul_flops")));
+  const double at_f = median_of(steady(column(st, "attention_flops")));
+  double tp_comm_s = 0;
+  for (const auto& e : r["comm"])
+    if (e["group"] == "tp") tp_comm_s += e["total_s"].get<double>() / std::max(1, r.value("comm_steps", 1));
+  comp["compute_s"] = compute_s;
+  comp["matmul_s"] = mm_s;
+  comp["attention_s"] = at_s;
+  comp["in_layer_comm_s"] = tp_comm_s;
+  comp["other_s"] = std::max(0.0, compute_s - mm_s - at_s - tp_comm_s);
+  comp["matmul_fraction"] = compute_s > 0 ? mm_s / compute_s : 0.0;
+  comp["attention_fraction"] = compute_s > 0 ? at_s / compute_s : 0.0;
+  comp["matmul_flops_per_step"] = mm_f;
+  comp["attention_flops_per_step"] = at_f;
+  comp["matmul_tflops"] = mm_s > 0 ? mm_f / mm_s / 1e12 : 0.0;
+  comp["attention_tflops"] = at_s > 0 ? at_f / at_s / 1e12 : 0.0;
   if (ctx.peak_tflops > 0) {
     comp["mfu"] = comp["model_tflops"].get<double>() / ctx.peak_tflops;
     comp["hfu"] = comp["hardware_tflops"].get<double>() / ctx.peak_tflops;
+    comp["matmul_efficiency"] = comp["matmul_tflops"].get<double>() / ctx.peak_tflops;
   }
   d["compute"] = comp;
 
@@ -260,12 +294,13 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, co
   agg["step_time_s"] = over("/step_time_s");
   agg["tokens_per_s"] = over("/tokens_per_s");
   agg["step_tokens"] = over("/step_tokens");
-  for (const char* k : {"model_flops_per_step", "hardware_flops_per_step", "model_tflops", "hardware_tflops"})
+  for (const char* k : {"model_flops_per_step", "hardware_flops_per_step", "model_tflops", "hardware_tflops",
+                        "compute_s", "matmul_s", "attention_s", "in_layer_comm_s", "other_s", "matmul_fraction",
+                        "attention_fraction", "matmul_flops_per_step", "attention_flops_per_step", "matmul_tflops",
+                        "attention_tflops"})
     agg["compute"][k] = over(std::string("/compute/") + k);
-  if (ctx.peak_tflops > 0) {
-    agg["compute"]["mfu"] = over("/compute/mfu");
-    agg["compute"]["hfu"] = over("/compute/hfu");
-  }
+  if (ctx.peak_tflops > 0)
+    for (const char* k : {"mfu", "hfu", "matmul_efficiency"}) agg["compute"][k] = over(std::string("/compute/") + k);
   for (const char* k : {"pipeline_s", "forward_s", "backward_s", "compute_s", "idle_s", "optimizer_s",
                         "bubble_fraction", "recv_wait_fraction", "idle_fraction_of_step"})
     agg["pipeline"][k] = over(std::string("/pipeline/") + k);
@@ -378,6 +413,19 @@ std::string summary_table(const nlohmann::json& m) {
   if (a["compute"].contains("mfu")) {
     row("MFU", a["compute"]["mfu"], pct, true);
     row("HFU", a["compute"]["hfu"], pct, true);
+  }
+  const auto tf = [](double v) { return fmt::format("{:.4f}", v); };
+  if (a["compute"].contains("matmul_s")) {
+    row("compute per step", a["compute"]["compute_s"], secs);
+    row("  matmuls", a["compute"]["matmul_s"], secs);
+    row("  attention kernels", a["compute"]["attention_s"], secs);
+    row("  tp collectives in layers", a["compute"]["in_layer_comm_s"], secs);
+    row("  other kernels", a["compute"]["other_s"], secs);
+    row("matmuls / compute", a["compute"]["matmul_fraction"], pct, true);
+    row("matmul TFLOP/s (achieved)", a["compute"]["matmul_tflops"], tf, true);
+    row("attention TFLOP/s (achieved)", a["compute"]["attention_tflops"], tf, true);
+    if (a["compute"].contains("matmul_efficiency"))
+      row("matmul efficiency (of peak)", a["compute"]["matmul_efficiency"], pct, true);
   }
   row("forward per step", a["pipeline"]["forward_s"], secs);
   row("backward per step", a["pipeline"]["backward_s"], secs);

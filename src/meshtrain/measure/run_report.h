@@ -42,6 +42,9 @@ struct StepRecord {
   double optimizer_s = 0; // AdamW and the ZeRO weight all-gathers
   int64_t loss_tokens = 0;   // this rank's StepStats.loss_tokens
   int64_t step_tokens = 0;   // loss_tokens summed over the world: the step's tokens
+  // Kernel time and FLOPs inside the engine's train_step (kernels/kernel_clock.h).
+  double matmul_s = 0, matmul_flops = 0;
+  double attention_s = 0, attention_flops = 0;
 };
 
 struct RankRecord {

@@ -244,6 +244,7 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
     const bool bwd_action = a.kind == ActionKind::recv_backward || a.kind == ActionKind::backward ||
                             a.kind == ActionKind::send_backward;
     if (!train && bwd_action) continue;
+    const double a0 = now_s();
     switch (a.kind) {
       case ActionKind::recv_forward: {
         ChunkStash& cs = stash(a.micro_batch, a.chunk);
@@ -290,6 +291,7 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
         break;
       }
     }
+    st.actions.push_back(ActionTime{a, a0, now_s()});
   }
   complete_sends(true);
   stashes_.clear();

@@ -39,6 +39,11 @@ struct StepStats {
   double compute_s = 0;       // forward + backward (incl. TP collectives)
   double idle_s = 0;          // blocked in pipeline receives
   double forward_s = 0, backward_s = 0;
+  // Every action of the stage's list this step executed, in order, with its
+  // start and end (now_s clock): forward/backward span the chunk's compute;
+  // a receive spans the blocking wait; a send spans posting it (the
+  // transfer itself completes later, in the background).
+  std::vector<ActionTime> actions;
 };
 
 template <class T>

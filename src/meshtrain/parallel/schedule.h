@@ -37,6 +37,12 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
+// An action as one rank executed it (PipelineEngine's StepStats::actions).
+struct ActionTime {
+  Action action;
+  double start_s = 0, end_s = 0;
+};
+
 struct Schedule {
   ScheduleKind kind;
   int pp = 1;

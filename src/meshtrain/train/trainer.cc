@@ -20,6 +20,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/data/loader.h"
 #include "meshtrain/data/token_file.h"
+#include "meshtrain/kernels/kernel_clock.h"
 #include "meshtrain/measure/atomic_file.h"
 #include "meshtrain/measure/gather.h"
 #include "meshtrain/measure/run_report.h"
@@ -224,9 +225,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   std::unique_ptr<TraceWriter> trace;
   if (!o.trace_path.empty())
     trace = std::make_unique<TraceWriter>(mesh.rank(), mesh.coord().pp, synchronized_origin_s(mesh.world()));
-  StepTracer tracer(trace.get());
-  if (trace) mesh.set_tracer(&tracer);
-  const std::vector<Action>& stage_actions = engine.schedule().stages[mesh.coord().pp];
+  if (trace) mesh.set_tracer(trace.get());
   std::vector<StepRecord> records;
   std::vector<double> consumed;  // tokens of each step, summed over the world
   CommStats train_comm;
@@ -246,7 +245,6 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
     r.val_losses.emplace_back(it, loss);
     if (trace) trace->complete("evaluate", "eval", te0, now_s(), {{"iteration", it}});
-    if (trace) tracer.take_p2p();
     mesh.reset_stats();
     if (rank0 && !o.quiet) fmt::print("{}validation | iter {} | loss {:.4f} | ppl {:.2f}\n", tty ? "\r\033[K" : "", it, loss, std::exp(loss));
     std::fflush(stdout);
@@ -258,10 +256,13 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     if (fault.rank == mesh.rank() && fault.iteration == it) std::raise(SIGKILL);
     const double t0 = now_s();
     data.fill(it, false, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
-    if (trace) tracer.take_p2p();
+    const kernels::KernelTotals mm0 = kernels::kernel_totals(kernels::KernelKind::matmul);
+    const kernels::KernelTotals at0 = kernels::kernel_totals(kernels::KernelKind::attention);
     const double tp0 = now_s();
     const StepStats s = engine.train_step(batch, dloss);
     const double tp1 = now_s();
+    const kernels::KernelTotals mm = kernels::kernel_totals(kernels::KernelKind::matmul) - mm0;
+    const kernels::KernelTotals at = kernels::kernel_totals(kernels::KernelKind::attention) - at0;
     double red[3] = {s.loss_sum, double(s.loss_tokens), engine.state().grad_sq_norm_local()};
     mesh.world().all_reduce(red, 3);
     const double loss = red[0] / red[1];
@@ -273,13 +274,14 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     const double to1 = now_s();
     const double dt = to1 - t0;
     records.push_back(StepRecord{dt, tp1 - tp0, s.forward_s, s.backward_s, s.compute_s, s.idle_s, to1 - to0,
-                                 s.loss_tokens, static_cast<int64_t>(red[1])});
+                                 s.loss_tokens, static_cast<int64_t>(red[1]), mm.seconds, mm.flops, at.seconds,
+                                 at.flops});
     consumed.push_back(red[1]);
     if (trace) {
       trace->complete("step", "train", t0, to1, {{"iteration", it + 1}});
       trace->complete("train_step", "train", tp0, tp1,
                       {{"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"idle_s", s.idle_s}});
-      for (const ComputeSpan& c : compute_spans(stage_actions, tracer.take_p2p(), tp0, tp1))
+      for (const ComputeSpan& c : compute_spans(s.actions))
         trace->complete(c.name, "compute", c.start_s, c.end_s, c.args);
       trace->complete("optimizer", "train", to0, to1);
     }

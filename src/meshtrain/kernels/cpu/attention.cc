@@ -6,6 +6,8 @@
 #include <type_traits>
 
 #include "meshtrain/kernels/cpu/common.h"
+#include "meshtrain/kernels/flops.h"
+#include "meshtrain/kernels/kernel_clock.h"
 
 namespace meshtrain::kernels {
 
@@ -138,6 +140,7 @@ void store_rows(T* dst, size_t stride, const float* src, int hdp, int rows, int 
 template <class T>
 void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, int hd) {
   if (B <= 0 || T_ <= 0 || H <= 0 || hd <= 0) return;
+  const KernelTimer timer(KernelKind::attention, double(attention_forward_flops(B, T_, H, hd, true)));
   const int hdp = cpu::round_up(hd, kVL);
   const int nqb = cpu::ceil_div(T_, kBlk);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -255,6 +258,7 @@ template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int H,
                         int hd) {
   if (B <= 0 || T_ <= 0 || H <= 0 || hd <= 0) return;
+  const KernelTimer timer(KernelKind::attention, double(attention_backward_flops(B, T_, H, hd, true)));
   const int hdp = cpu::round_up(hd, kVL);
   const int nb = cpu::ceil_div(T_, kBlk);
   const int Tp = nb * kBlk;

@@ -7,6 +7,8 @@
 #include <dnnl.hpp>
 
 #include "meshtrain/kernels/cpu/common.h"
+#include "meshtrain/kernels/flops.h"
+#include "meshtrain/kernels/kernel_clock.h"
 
 namespace meshtrain::kernels {
 
@@ -154,6 +156,7 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int M,
       for (int n = 0; n < N; ++n) out[static_cast<size_t>(m) * N + n] = bias ? bias[n] : cpu::st<T>(0.0f);
     return;
   }
+  const KernelTimer timer(KernelKind::matmul, double(matmul_forward_flops(M, K, N)));
   const Key k{M, K, N, dtype_of<T>(), bias ? Variant::forward_bias : Variant::forward};
   run(k, inp, weight, bias, out);
 }
@@ -162,6 +165,9 @@ template <class T>
 void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int M,
                      int K, int N, bool accumulate_dinp) {
   if (M <= 0 || N <= 0 || K < 0) return;
+  // One 2MKN product for each gradient computed.
+  const int products = (dinp != nullptr) + (dweight != nullptr);
+  const KernelTimer timer(KernelKind::matmul, double(products * matmul_forward_flops(M, K, N)));
   if (K > 0) {
     if (dinp != nullptr) {
       const Key k{M, K, N, dtype_of<T>(), accumulate_dinp ? Variant::backward_data_acc : Variant::backward_data};
