@@ -7,12 +7,15 @@
 //   bench gemm  (one process) the matmul shapes a model's layers produce at
 //               each TP degree and micro-batch size, forward and both
 //               backward products, fp32 and bf16, beside a square-matmul peak.
+//   bench system  (no MPI) a configs/systems file for this machine from the
+//               JSON the two above wrote (perf/calibrate.h).
 #include <mpi.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <cstdio>
 #include <map>
@@ -26,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "json_file.h"
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/process_mesh.h"
 #include "meshtrain/core/dtype.h"
@@ -39,6 +43,8 @@
 #include "meshtrain/measure/run_report.h"
 #include "meshtrain/measure/timer.h"
 #include "meshtrain/model/model_config.h"
+#include "meshtrain/perf/calibrate.h"
+#include "meshtrain/perf/system_spec.h"
 
 namespace meshtrain::cli {
 
@@ -402,10 +408,68 @@ int run_bench_gemm(const GemmFlags& f) {
   return 0;
 }
 
+// ========================================================== bench system ===
+
+struct SystemFlags {
+  std::string gemm, comm, base = "local", out;
+  int ranks_per_node = 0;
+};
+
+// MemTotal of /proc/meminfo in bytes, 0 if unknown.
+double node_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (f >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024;
+    f.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+int run_bench_system(const SystemFlags& f) {
+  check(!f.gemm.empty() || !f.comm.empty(), "give --gemm and/or --comm (the --out files of bench gemm / bench comm)");
+  const nlohmann::json gemm = f.gemm.empty() ? nlohmann::json() : read_json_arg("--gemm", f.gemm);
+  const nlohmann::json comm = f.comm.empty() ? nlohmann::json() : read_json_arg("--comm", f.comm);
+  perf::HostInfo host;
+  host.ranks_per_node = f.ranks_per_node > 0 ? f.ranks_per_node : comm.is_null() ? 1 : comm.value("group_size", 1);
+  host.cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  host.memory_bytes = node_memory_bytes();
+  perf::SystemSpec s = perf::calibrate_system(perf::load_system_spec(f.base), gemm, comm, host);
+  s.name = "local";
+  s.description = fmt::format("This machine ({} cores) run as {} ranks, calibrated by meshtrain bench system from {}{}{}",
+                              host.cores, host.ranks_per_node, f.gemm, f.gemm.empty() || f.comm.empty() ? "" : " and ",
+                              f.comm);
+  fmt::print("# {}\n# peak per rank: fp32 {:.4f}, bf16 {:.4f} TFLOP/s; {} rank(s) per node\n", s.description,
+             s.compute.peak_tflops_fp32, s.compute.peak_tflops_bf16, s.devices_per_node);
+  if (!comm.is_null()) {
+    fmt::print("# link {}: {:.3f} GB/s, {:.2f} us per step\n", s.links.front().name, s.links.front().bandwidth_gbs,
+               s.links.front().latency_s * 1e6);
+    fmt::print("{:<16} {:>12} {:>14} {:>14} {:>8}\n", "op", "bytes", "measured us", "model us", "error");
+    std::map<std::string, std::vector<double>> errs;
+    for (const perf::CommCheck& c : perf::check_comm(s, comm)) {
+      const double e = c.predicted_s / c.measured_s - 1;
+      errs[c.op].push_back(std::abs(e));
+      fmt::print("{:<16} {:>12.0f} {:>14.2f} {:>14.2f} {:>7.1f}%\n", c.op, c.bytes, c.measured_s * 1e6,
+                 c.predicted_s * 1e6, 100 * e);
+    }
+    for (const auto& [op, v] : errs)
+      fmt::print("# {}: median |error| {:.1f}%, max {:.1f}% over {} sizes\n", op, 100 * median_of(v),
+                 100 * *std::max_element(v.begin(), v.end()), v.size());
+  }
+  if (!f.out.empty()) {
+    nlohmann::json j = s;
+    write_file_atomically(f.out, j.dump(2) + "\n");
+    fmt::print("wrote {}\n", f.out);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& run) {
-  auto* bench = app.add_subcommand("bench", "Measure this machine: collectives (bench comm) and matmuls (bench gemm)");
+  auto* bench = app.add_subcommand(
+      "bench", "Measure this machine: collectives (bench comm), matmuls (bench gemm), a system file (bench system)");
   bench->require_subcommand(1);
 
   auto* comm = bench->add_subcommand(
@@ -440,6 +504,16 @@ void add_bench_command(CLI::App& app, Runner& run) {
   gemm->add_option("--max-reps", gf->max_reps, "Most timed calls per measurement")->capture_default_str();
   gemm->add_option("--out", gf->out, "Write every shape's figures and the peak as JSON here");
   gemm->callback([&run, gf] { run = [gf] { return run_bench_gemm(*gf); }; });
+
+  auto* sys = bench->add_subcommand("system", "A configs/systems file for this machine from bench gemm and bench comm "
+                                              "output (the local system of the performance model)");
+  auto sf = std::make_shared<SystemFlags>();
+  sys->add_option("--gemm", sf->gemm, "JSON from meshtrain bench gemm --out");
+  sys->add_option("--comm", sf->comm, "JSON from meshtrain bench comm --group world --out (all ranks of this node)");
+  sys->add_option("--base", sf->base, "System whose other figures are kept")->capture_default_str();
+  sys->add_option("--ranks-per-node", sf->ranks_per_node, "Ranks the node runs (default: bench comm's group size)");
+  sys->add_option("--out", sf->out, "Write the system JSON here (e.g. configs/systems/local.json)");
+  sys->callback([&run, sf] { run = [sf] { return run_bench_system(*sf); }; });
 }
 
 }  // namespace meshtrain::cli

@@ -1,0 +1,129 @@
+#include "meshtrain/perf/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/perf/collective.h"
+
+namespace meshtrain::perf {
+
+namespace {
+
+Curve efficiency_curve(const nlohmann::json& points) {
+  std::vector<std::pair<double, double>> v;
+  for (const auto& p : points) {
+    const double x = p.at(0).get<double>(), y = p.at(1).get<double>();
+    if (x > 0 && y > 0) v.emplace_back(x, std::min(1.0, y));
+  }
+  check(!v.empty(), "bench gemm: the matmul efficiency curve is empty");
+  std::sort(v.begin(), v.end());
+  return Curve(v);
+}
+
+void calibrate_compute(SystemSpec& s, const nlohmann::json& gemm, const HostInfo& host) {
+  check(gemm.value("bench", "") == "gemm" && gemm.contains("peak") && gemm.contains("system_hint"),
+        "not the output of meshtrain bench gemm --out");
+  const double cores_per_rank = double(host.cores) / host.ranks_per_node;
+  for (const char* dt : {"fp32", "bf16"}) {
+    if (!gemm["peak"].contains(dt)) continue;
+    const double per_thread = gemm["peak"][dt].value("tflops_per_thread", 0.0);
+    check(per_thread > 0, "bench gemm: the {} peak is not positive", dt);
+    const bool bf = std::string(dt) == "bf16";
+    (bf ? s.compute.peak_tflops_bf16 : s.compute.peak_tflops_fp32) = per_thread * cores_per_rank;
+    const std::string key = std::string("matmul_efficiency_") + dt;
+    if (gemm["system_hint"].contains(key))
+      (bf ? s.compute.matmul_efficiency_bf16 : s.compute.matmul_efficiency_fp32) =
+          efficiency_curve(gemm["system_hint"][key]);
+  }
+  s.sources["peak_tflops"] = fmt::format(
+      "meshtrain bench gemm: square-matmul peak per thread x {:.3g} cores per rank ({} cores, {} ranks per node)",
+      cores_per_rank, host.cores, host.ranks_per_node);
+  s.sources["matmul_efficiency"] =
+      fmt::format("meshtrain bench gemm, model {}: median achieved / peak over shapes, by smallest dimension",
+                  gemm.contains("model") ? gemm["model"].value("name", "?") : "?");
+}
+
+void calibrate_link(SystemSpec& s, const nlohmann::json& comm, const HostInfo& host) {
+  check(comm.value("bench", "") == "comm" && comm.contains("results"), "not the output of meshtrain bench comm --out");
+  check(comm.value("group", "") == "world", "bench comm: calibration needs --group world (got '{}')",
+        comm.value("group", ""));
+  const int n = comm.value("group_size", 0);
+  check(n == host.ranks_per_node, "bench comm ran on {} ranks, the node has {}", n, host.ranks_per_node);
+  check(comm["results"].contains("all_reduce"), "bench comm: no all_reduce results (--ops all_reduce)");
+  std::vector<std::pair<double, double>> pts;  // bytes, seconds
+  for (const auto& p : comm["results"]["all_reduce"]["points"])
+    pts.emplace_back(p.at("bytes").get<double>(), p.at("time_s").get<double>());
+  check(pts.size() >= 2, "bench comm: fewer than 2 all_reduce sizes");
+  std::sort(pts.begin(), pts.end());
+  const double f = 2.0 * (n - 1) / n;
+  const int steps = 2 * (n - 1);
+  // The smallest message is nearly all latency; keep a tenth of it for the
+  // efficiency curve so that the subtraction stays positive. The bandwidth
+  // is the best latency-corrected rate, so every efficiency is at most 1.
+  const double latency = 0.9 * pts.front().second / steps;
+  double bw = 0;
+  for (const auto& [b, t] : pts) bw = std::max(bw, b * f / (t - steps * latency));
+  std::vector<std::pair<double, double>> eff;
+  for (const auto& [b, t] : pts)
+    eff.emplace_back(b, std::min(1.0, b * f / (bw * (t - steps * latency))));
+  LinkClass l;
+  l.name = "shared-memory";
+  l.span = n;
+  l.bandwidth_gbs = bw / 1e9;
+  l.latency_s = latency;
+  l.efficiency = Curve(eff);
+  s.links = {l};
+  s.sources["links"] = fmt::format(
+      "meshtrain bench comm --group world on {} ranks: bandwidth = best all-reduce bus bandwidth, latency per ring "
+      "step from the smallest message, per-size efficiency reproducing the all-reduce times ({} sizes, {}..{} B)",
+      n, pts.size(), pts.front().first, pts.back().first);
+}
+
+}  // namespace
+
+SystemSpec calibrate_system(SystemSpec s, const nlohmann::json& gemm, const nlohmann::json& comm,
+                            const HostInfo& host) {
+  check(host.ranks_per_node >= 1 && host.cores >= 1, "calibration: ranks per node and cores must be positive");
+  s.devices_per_node = host.ranks_per_node;
+  if (host.memory_bytes > 0) {
+    s.memory.hbm_bytes = host.memory_bytes / host.ranks_per_node;
+    s.sources["hbm"] = fmt::format("/proc/meminfo MemTotal {:.1f} GiB / {} ranks", host.memory_bytes / (1 << 30),
+                                   host.ranks_per_node);
+  }
+  try {
+    if (!gemm.is_null()) calibrate_compute(s, gemm, host);
+    if (!comm.is_null()) calibrate_link(s, comm, host);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("calibration: a bench file lacks a field ({})", e.what()));
+  }
+  if (comm.is_null() && !s.links.empty()) {
+    // Keep base's widest link, spanning the node as it now is.
+    const LinkClass l = s.links.back();
+    s.links = {l};
+    s.links.front().span = s.devices_per_node;
+  }
+  if (s.devices_per_node == 1) s.links.clear();
+  s.validate();
+  return s;
+}
+
+std::vector<CommCheck> check_comm(const SystemSpec& s, const nlohmann::json& comm) {
+  std::vector<CommCheck> out;
+  const int n = comm.value("group_size", 1);
+  const std::pair<const char*, Collective> ops[] = {{"all_reduce", Collective::all_reduce},
+                                                    {"all_gather", Collective::all_gather},
+                                                    {"reduce_scatter", Collective::reduce_scatter}};
+  for (const auto& [name, kind] : ops) {
+    if (!comm.contains("results") || !comm["results"].contains(name)) continue;
+    for (const auto& p : comm["results"][name]["points"]) {
+      const double b = p.at("bytes").get<double>();
+      out.push_back({name, b, p.at("time_s").get<double>(), collective_time(s, kind, b, n, 1)});
+    }
+  }
+  return out;
+}
+
+}  // namespace meshtrain::perf
