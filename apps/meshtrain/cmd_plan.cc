@@ -1,5 +1,6 @@
 // meshtrain plan: every candidate layout of a model on a system, costed by
 // the performance model and ranked by predicted throughput (tune/planner.h).
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -20,8 +21,10 @@ struct PlanArgs {
   std::string model, system;
   int num_gpus = 0, global_batch_size = 0;
   std::optional<int> seq_length, tp, pp, zero_stage, micro_batch_size;
+  std::string recompute;  // empty: searched
   size_t top = 5;
   bool fp32 = false, json = false, no_partial_recompute = false;
+  bool sp = false, no_sp = false, no_interleaving = false, flash = false, no_flash = false;
   std::string csv;
   perf::PerfOptions options;
 };
@@ -61,9 +64,19 @@ int run_plan(const PlanArgs& a) {
   if (a.pp) space.pp = {*a.pp};
   if (a.zero_stage) space.zero_stage = {*a.zero_stage};
   if (a.micro_batch_size) space.micro_batch_size = {*a.micro_batch_size};
+  if (!a.recompute.empty()) space.recompute = {parse_recompute(a.recompute)};
+  check(!(a.sp && a.no_sp), "--sequence-parallel and --no-sequence-parallel exclude each other");
+  check(!(a.flash && a.no_flash), "--use-flash-attn and --no-flash-attn exclude each other");
+  if (a.sp) space.sequence_parallel = {true};
+  if (a.no_sp) space.sequence_parallel = {false};
+  if (a.flash) space.flash_attention = {true};
+  if (a.no_flash) space.flash_attention = {false};
+  if (a.no_interleaving) space.vpp = {1};
   space.bf16 = !a.fp32;
-  space.partial_recompute = !a.no_partial_recompute;
+  space.partial_recompute = !a.no_partial_recompute && a.recompute.empty();
+  const auto t0 = std::chrono::steady_clock::now();
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, a.options);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (!a.csv.empty()) {
     if (a.csv == "-") {
@@ -75,12 +88,15 @@ int run_plan(const PlanArgs& a) {
     write_csv(f, plan);
   }
   if (a.json) {
-    std::cout << tune::plan_json(plan, a.top).dump(2) << "\n";
+    nlohmann::json j = tune::plan_json(plan, a.top);
+    j["planning_seconds"] = elapsed;
+    std::cout << j.dump(2) << "\n";
     return plan.ranked.empty() ? 1 : 0;
   }
   fmt::print("{} ({:.3g}B parameters) on {} x {}, global batch {} x {} tokens\n", m.name, m.num_parameters() / 1e9,
              a.num_gpus, sys.name, a.global_batch_size, m.seq_length);
-  fmt::print("{} candidates evaluated, {} fit\n", plan.candidates_evaluated, plan.candidates_fitting);
+  fmt::print("{} candidates evaluated, {} fit ({:.2f} s)\n", plan.candidates_evaluated, plan.candidates_fitting,
+             elapsed);
   for (const auto& [reason, n] : plan.dropped) fmt::print("  dropped {:>8}: {}\n", n, reason);
   if (plan.ranked.empty()) {
     fmt::print("no candidate fits\n");
@@ -114,13 +130,20 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_option("--pipeline-model-parallel-size", a->pp, "Fix PP instead of searching it");
   c->add_option("--zero-stage", a->zero_stage, "Fix the ZeRO stage instead of searching it");
   c->add_option("--micro-batch-size", a->micro_batch_size, "Fix the micro-batch instead of searching it");
+  c->add_option("--recompute-granularity", a->recompute, "Fix recompute (none, selective, full: every block) "
+                                                         "instead of searching it");
+  c->add_flag("--sequence-parallel", a->sp, "Only layouts with sequence parallelism (where TP > 1)");
+  c->add_flag("--no-sequence-parallel", a->no_sp, "Only layouts without sequence parallelism");
+  c->add_flag("--no-interleaving", a->no_interleaving, "Only non-interleaved schedules (one chunk per stage)");
+  c->add_flag("--use-flash-attn", a->flash, "Only layouts with flash attention");
+  c->add_flag("--no-flash-attn", a->no_flash, "Only layouts without flash attention");
   c->add_flag("--fp32", a->fp32, "Plan for fp32 instead of bf16 mixed precision");
   c->add_flag("--no-partial-recompute", a->no_partial_recompute, "Do not search --recompute-method block");
   c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
-  c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top}");
+  c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top, why_best, planning_seconds}");
   c->add_option("--csv", a->csv, "Write the whole ranked list as CSV to this file ('-': standard output)");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_plan(*a); }; });

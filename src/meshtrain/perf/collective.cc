@@ -19,10 +19,13 @@ double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
   return steps(kind, n) * l.latency_s + bytes * factor(kind, n) / bw;
 }
 
-double across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes, int ranks_per_node) {
+// One rank's part of the inter-node step: `bytes` per rank over `nodes`
+// ranks, while every device of the node uses the NICs at once, so each gets
+// 1 / devices_per_node of them.
+double across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes) {
   if (nodes <= 1 || bytes <= 0) return 0;
   const auto& net = s.network;
-  const double share = net.node_bandwidth_gbs() * 1e9 * ranks_per_node / s.devices_per_node;
+  const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
   const double bw = share * net.efficiency(bytes);
   const double lat = (kind == Collective::all_reduce ? 2 : 1) * std::ceil(std::log2(double(nodes))) * net.latency_s;
   return lat + bytes * factor(kind, nodes) / bw;
@@ -39,7 +42,8 @@ double collective_time(const SystemSpec& s, Collective kind, double bytes, int s
   const GroupPlacement g = place_group(s, size, stride);
   const int k = g.ranks_per_node;
   if (g.nodes == 1) return ring_on_link(*g.link, kind, bytes, size);
-  double t = across_nodes(s, kind, bytes / k, g.nodes, k);
+  // Each of the k ranks on a node carries 1/k of the bytes across nodes.
+  double t = across_nodes(s, kind, bytes / k, g.nodes);
   if (k > 1) {
     // Inside the node: reduce-scatter before (all-reduce, reduce-scatter) and
     // all-gather after (all-reduce, all-gather) the inter-node part.

@@ -9,9 +9,10 @@
 // steps for all-gather and reduce-scatter (bytes = the full, unsharded
 // buffer). Across nodes it is hierarchical: with k ranks of the group per
 // node, a reduce-scatter inside the node, the collective over the nodes on
-// 1/k of the bytes, then an all-gather inside the node. Every device of a
-// node communicates at once in a training step, so the node's NICs are
-// shared: a group with k ranks per node gets k / devices_per_node of them.
+// 1/k of the bytes (each of the k ranks runs one, at once), then an
+// all-gather inside the node. Every device of a node communicates at once in
+// a training step, so the node's NICs are shared: each rank gets
+// 1 / devices_per_node of them, and the group's k ranks together k / devices.
 // The inter-node latency term uses a tree's 2 log2(nodes) steps.
 #pragma once
 

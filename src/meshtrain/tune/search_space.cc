@@ -40,8 +40,9 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
       std::vector<int> mbss;
       for (int b = 1; b <= 16; b *= 2)
         if (per_dp % b == 0) mbss.push_back(b);
-      const auto sps = or_default(sp.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
-                                                                : std::vector<bool>{false});
+      // Sequence parallelism splits the TP group's work: none without TP.
+      const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
+                              : std::vector<bool>{false};
       for (int vpp : or_default(sp.vpp, vpps))
         for (int mbs : or_default(sp.micro_batch_size, mbss))
           for (int zero : zeros)

@@ -10,7 +10,8 @@
 //                partial_recompute, also full recompute of only the first k
 //                blocks of each chunk (Megatron's block method), k the
 //                smallest that fits (found by the planner)
-//   sequence_parallel: off, and on where tp > 1
+//   sequence_parallel: off, and on where tp > 1 (a fixed list applies where
+//                      tp > 1; tp = 1 is always without)
 //   flash_attention:   on, off
 // DP is what remains: GPUs / (tp x pp). Every combination is listed;
 // validate() decides which are valid.
