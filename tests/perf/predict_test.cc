@@ -164,6 +164,15 @@ TEST(Collective, RingFactorsAndLinkClasses) {
   const double across = collective_time(s, Collective::all_reduce, bytes, 2, 8);
   const double share = 100e9 / 8 * s.network.efficiency(bytes);
   EXPECT_NEAR(across, 2 * s.network.latency_s + bytes / share, 1e-12);
+  // Hierarchical: 16 ranks with stride 1 are 8 per node on 2 nodes. Inside
+  // each node a reduce-scatter and an all-gather; across, each of the 8
+  // ranks all-reduces its eighth of the bytes with its peer, all 8 at once
+  // on the node's NICs (1/8 of them each): bytes/8 x 2(2-1)/2 / share.
+  const double hier = collective_time(s, Collective::all_reduce, bytes, 16, 1);
+  const double inside = collective_time(s, Collective::reduce_scatter, bytes, 8, 1) +
+                        collective_time(s, Collective::all_gather, bytes, 8, 1);
+  const double share8 = 100e9 / 8 * s.network.efficiency(bytes / 8);
+  EXPECT_NEAR(hier, inside + 2 * s.network.latency_s + bytes / 8 / share8, 1e-12);
   EXPECT_GT(p2p_time(s, bytes, 0, 8), p2p_time(s, bytes, 0, 2));
   EXPECT_GT(p2p_time(s, bytes, 0, 2), p2p_time(s, bytes, 0, 1));
 }
