@@ -16,6 +16,10 @@
 //   parity --meshtrain BIN --dir DIR --config LINE -- LAUNCHER...
 //       Runs LINE's configuration under LAUNCHER (mpirun and its flags; the
 //       driver appends -np N) and compares it with DIR/ref_MODEL_gG.*.
+//   memory --dir DIR --config LINE
+//       Holds the memory model (perf::stage_memory) against the per-rank
+//       memory peaks of the report the parity run of LINE left in DIR
+//       (criterion at cmd_memory).
 //   expect-error --timeout S --regex RE -- COMMAND...
 //       Passes iff COMMAND exits non-zero within S seconds and its stderr holds
 //       exactly one "meshtrain ...: error: ..." line, which matches RE.
@@ -59,6 +63,9 @@
 #include "meshtrain/model/layout.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/parallel/parallel_config.h"
+#include "meshtrain/perf/memory_model.h"
+#include "meshtrain/perf/perf_cache.h"
+#include "meshtrain/perf/system_spec.h"
 
 namespace mt = meshtrain;
 
@@ -68,6 +75,8 @@ constexpr int kMaxWorld = 8;
 constexpr int kIters = 5;
 constexpr int kSeed = 7;
 constexpr double kLossTol = 1e-5, kNormTol = 1e-5, kWeightNormTol = 1e-5, kWeightMaxTol = 1e-4;
+// Memory: the model's activation bytes within this fraction of the measured peak.
+constexpr double kActivationTol = 0.05;
 
 // ------------------------------------------------------------------ knobs --
 // Each knob has a list of values; a configuration picks one index per knob.
@@ -186,12 +195,8 @@ Config derive(const Pick& p) {
   return c;
 }
 
-// Empty when the configuration is runnable here, else why not. The engine's
-// own validate() decides, plus what this suite adds: at most 8 ranks, and
-// sequence parallelism only with TP > 1 (it means nothing without).
-std::string invalid_reason(const Config& c) {
-  if (c.np() > kMaxWorld) return fmt::format("world {} > {}", c.np(), kMaxWorld);
-  if (c.sp && c.tp == 1) return "sequence parallel without TP";
+// The ParallelConfig `meshtrain train` builds from the configuration's flags.
+mt::ParallelConfig parallel_config(const Config& c) {
   mt::ParallelConfig p;
   p.tp = c.tp;
   p.pp = c.pp;
@@ -204,11 +209,21 @@ std::string invalid_reason(const Config& c) {
   p.schedule = mt::parse_schedule(c.sched);
   p.recompute = c.rc == "none" ? mt::Recompute::none : c.rc == "selective" ? mt::Recompute::selective : mt::Recompute::full;
   p.recompute_method = c.rc == "fullblock" ? mt::RecomputeMethod::block : mt::RecomputeMethod::uniform;
+  p.recompute_num_layers = 1;
+  return p;
+}
+
+// Empty when the configuration is runnable here, else why not. The engine's
+// own validate() decides, plus what this suite adds: at most 8 ranks, and
+// sequence parallelism only with TP > 1 (it means nothing without).
+std::string invalid_reason(const Config& c) {
+  if (c.np() > kMaxWorld) return fmt::format("world {} > {}", c.np(), kMaxWorld);
+  if (c.sp && c.tp == 1) return "sequence parallel without TP";
   const mt::ModelConfig& m = model_config(c.model);
   if (c.sched == "interleaved" && (m.num_layers % c.pp != 0 || (m.num_layers / c.pp) % c.lpvs != 0))
     return "layers per stage not divisible by layers per virtual stage";
   try {
-    mt::validate(m, p, c.np());
+    mt::validate(m, parallel_config(c), c.np());
   } catch (const mt::Error& e) {
     return e.what();
   }
@@ -601,6 +616,117 @@ int cmd_parity(const std::string& bin, const std::string& dir, const std::string
   return ok ? 0 : 1;
 }
 
+// ---------------------------------------------------------------- memory --
+// One memory category of one rank, the model's bytes against the measured
+// peak, and how they must agree.
+struct MemCheck {
+  enum Rule { exact, within, at_least };
+  const char* category;
+  int64_t model = 0, measured = 0;
+  Rule rule = exact;
+  double rel() const {
+    return measured ? std::abs(double(measured - model)) / double(measured) : model ? 1.0 : 0.0;
+  }
+  bool ok() const {
+    switch (rule) {
+      case exact: return model == measured;
+      case within: return rel() <= kActivationTol;
+      case at_least: return measured >= model;
+    }
+    return false;
+  }
+  const char* verdict() const {
+    if (ok()) return rule == at_least && measured > model ? "  (sends in flight)" : "";
+    switch (rule) {
+      case exact: return "  <-- must be equal";
+      case within: return "  <-- exceeds the tolerance";
+      case at_least: return "  <-- the engine holds less than the model counts";
+    }
+    return "";
+  }
+};
+
+// Holds the memory model (perf::stage_memory, from the same Layout,
+// activations.h and Schedule the engine allocates from) against the per-rank
+// peaks of the parity run's report, rank by rank:
+//   parameters, gradients, optimizer, workspace  equal
+//   activations   |model - measured| <= 5% of measured
+//   comm_buffers  equal with one pipeline stage; with more, measured >=
+//                 model: MPI decides when a non-blocking send completes, and
+//                 the engine frees a send's buffer only at its next
+//                 completion test, so sends still in flight add to the
+//                 measured peak by an amount that varies from run to run.
+int cmd_memory(const std::string& dir, const std::string& line) {
+  const Config c = parse_config(line);
+  const std::string path = fmt::format("{}/{}.json", dir, c.name());
+  std::printf("config: %s\nreport: %s\n", line.c_str(), path.c_str());
+  if (!std::filesystem::exists(path)) {
+    std::printf("FAIL: no run report %s (the test %s writes it)\n", path.c_str(), c.name().c_str());
+    return 1;
+  }
+  const auto report = nlohmann::json::parse(slurp(path));
+  const mt::ModelConfig& m = model_config(c.model);
+  const mt::ParallelConfig p = parallel_config(c);
+  // The model must cost the configuration the engine ran.
+  if (nlohmann::json(p) != report["config"]["parallel"]) {
+    std::printf("FAIL: the report's parallel configuration differs from the line's:\n  report %s\n  line   %s\n",
+                report["config"]["parallel"].dump().c_str(), nlohmann::json(p).dump().c_str());
+    return 1;
+  }
+  // A system without reserved bytes or fragmentation allowance: the model's
+  // workspace is then 0, as the engine's.
+  mt::perf::SystemSpec sys;
+  mt::perf::PerfCache cache;
+  std::vector<mt::perf::MemoryBytes> stages;
+  for (int s = 0; s < p.pp; ++s) stages.push_back(mt::perf::stage_memory(m, p, sys, s, cache));
+  const int64_t boundary = int64_t{c.mb} * m.seq_length / (c.sp ? c.tp : 1) * m.hidden_size * (p.bf16 ? 2 : 4);
+
+  bool ok = true;
+  double worst_act = 0;
+  int worst_rank = -1, ranks = 0;
+  int64_t in_flight = 0;  // most comm_buffers bytes measured beyond the model
+  std::printf("%-5s %-5s %-13s %10s %10s %7s\n", "rank", "stage", "category", "model", "measured", "diff");
+  for (const auto& r : report["measurements"]["ranks"]) {
+    const int rank = r["rank"].get<int>(), stage = r["coord"]["pp"].get<int>();
+    const auto& meas = r["memory_peak_bytes"];
+    const mt::perf::MemoryBytes& mb = stages.at(stage);
+    auto get = [&](const char* k) { return meas.at(k).get<int64_t>(); };
+    const MemCheck checks[] = {
+        {"parameters", int64_t(mb.parameters), get("parameters")},
+        {"gradients", int64_t(mb.gradients), get("gradients")},
+        {"optimizer", int64_t(mb.optimizer), get("optimizer")},
+        {"activations", int64_t(mb.activations), get("activations"), MemCheck::within},
+        {"comm_buffers", int64_t(mb.comm_buffers), get("comm_buffers"),
+         p.pp > 1 ? MemCheck::at_least : MemCheck::exact},
+        {"workspace", int64_t(mb.workspace), get("workspace")},
+    };
+    for (const MemCheck& k : checks) {
+      ok &= k.ok();
+      std::printf("%-5d %-5d %-13s %10lld %10lld %6.2f%%%s\n", rank, stage, k.category, (long long)k.model,
+                  (long long)k.measured, 100.0 * k.rel(), k.verdict());
+      if (k.rule == MemCheck::within && k.rel() >= worst_act) {
+        worst_act = k.rel();
+        worst_rank = rank;
+      }
+      if (k.rule == MemCheck::at_least) in_flight = std::max(in_flight, k.measured - k.model);
+    }
+    ++ranks;
+  }
+  if (ranks != c.np()) {
+    std::printf("FAIL: the report holds %d ranks, the configuration %d\n", ranks, c.np());
+    ok = false;
+  }
+  std::string comm = "comm_buffers exact";
+  if (p.pp > 1)
+    comm = fmt::format("comm_buffers >= model, at most {} B more ({:.1f} boundary activations of {} B in flight)",
+                       in_flight, double(in_flight) / double(boundary), boundary);
+  std::printf("%s memory_%s | parameters, gradients, optimizer, workspace exact | activations max error %.2f%% "
+              "(rank %d; limit %.0f%%) | %s\n",
+              ok ? "PASS" : "FAIL", c.name().substr(std::strlen("parity_")).c_str(), 100.0 * worst_act, worst_rank,
+              100.0 * kActivationTol, comm.c_str());
+  return ok ? 0 : 1;
+}
+
 int cmd_expect_error(int timeout_s, const std::string& re, const std::vector<std::string>& argv) {
   const std::string dir = std::filesystem::temp_directory_path() / fmt::format("mt_expect_error_{}", ::getpid());
   std::filesystem::create_directories(dir);
@@ -642,6 +768,7 @@ int usage() {
                "       parity_driver check-coverage FILE\n"
                "       parity_driver reference --meshtrain BIN --dir DIR --model tied|untied|nopos --gbs G\n"
                "       parity_driver parity --meshtrain BIN --dir DIR --config LINE -- LAUNCHER...\n"
+               "       parity_driver memory --dir DIR --config LINE\n"
                "       parity_driver expect-error --timeout S --regex RE -- COMMAND...\n");
   return 2;
 }
@@ -671,6 +798,7 @@ int main(int argc, char** argv) {
     if (cmd == "reference")
       return cmd_reference(opt.at("meshtrain"), opt.at("dir"), opt.at("model"), std::stoi(opt.at("gbs")));
     if (cmd == "parity" && !rest.empty()) return cmd_parity(opt.at("meshtrain"), opt.at("dir"), opt.at("config"), rest);
+    if (cmd == "memory") return cmd_memory(opt.at("dir"), opt.at("config"));
     if (cmd == "expect-error" && !rest.empty())
       return cmd_expect_error(std::stoi(opt.at("timeout")), opt.at("regex"), rest);
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 // The memory model against the closed forms: bytes per parameter per ZeRO
 // stage (Layout), activations x micro-batches in flight (activations.h x
-// Schedule).
+// Schedule), communication buffers of the walk. (tests/parallel holds it
+// against the engine's measured peaks.)
 #include <gtest/gtest.h>
 
 #include "meshtrain/model/activations.h"
@@ -61,20 +62,110 @@ TEST(MemoryModel, ActivationsScaleWithMicroBatchesInFlight) {
   p.bf16 = true;
   p.recompute = Recompute::none;
   PerfCache cache;
-  const double block = double(total_bytes(block_stash(m, p, false)));
+  const double block = double(allocated_bytes(block_stash(m, p, false)));
   const double tokens = p.num_micro_batches() * double(total_bytes(embedding_stash(m, p)));
   // Stage 0 of 1F1B holds pp micro-batches of its 2 blocks; stage pp-1 one,
   // plus the head's stash.
   const MemoryBytes first = stage_memory(m, p, sys, 0, cache);
-  EXPECT_NEAR(first.activations, 4 * 2 * block + tokens + total_bytes(rank_working_set(m, p, false)), 1);
+  EXPECT_NEAR(first.activations, 4 * 2 * block + tokens + allocated_bytes(rank_working_set(m, p, false)), 1);
   const MemoryBytes last = stage_memory(m, p, sys, 3, cache);
   EXPECT_NEAR(last.activations,
-              1 * (2 * block + total_bytes(head_stash(m, p))) + tokens + total_bytes(rank_working_set(m, p, true)), 1);
+              1 * (2 * block + allocated_bytes(head_stash(m, p))) + tokens +
+                  allocated_bytes(rank_working_set(m, p, true)),
+              1);
   // Full recompute keeps only each block's input.
   p.recompute = Recompute::full;
-  const double input = double(total_bytes(block_stash(m, p, true)));
+  const double input = double(allocated_bytes(block_stash(m, p, true)));
   EXPECT_NEAR(stage_memory(m, p, sys, 0, cache).activations,
-              4 * 2 * input + tokens + total_bytes(rank_working_set(m, p, false)), 1);
+              4 * 2 * input + tokens + allocated_bytes(rank_working_set(m, p, false)), 1);
+}
+
+TEST(MemoryModel, StashesAreCountedAsAllocated) {
+  // Each tensor of a stash starts on a 64-byte boundary: with sequence
+  // parallelism over 4 ranks the LayerNorm statistics of 8 tokens take 32
+  // bytes of data and 64 of the allocation.
+  const ModelConfig m = gpt(2, 32, 4, 16, 200);
+  ParallelConfig p;
+  p.tp = 4;
+  p.sequence_parallel = true;
+  p.micro_batch_size = 2;
+  p.global_batch_size = 2;
+  const auto stash = block_stash(m, p, false);
+  int64_t expect = 0;
+  for (const TensorSpec& t : stash) expect += (t.bytes() + 63) / 64 * 64;
+  EXPECT_EQ(allocated_bytes(stash), expect);
+  EXPECT_EQ(allocated_bytes(stash) - total_bytes(stash), 4 * (64 - 32));
+}
+
+TEST(MemoryModel, CommBuffersOfThePipelineAndZero) {
+  const ModelConfig m = gpt(8, 64, 4, 32, 500);
+  PerfCache cache;
+  ParallelConfig p;
+  p.micro_batch_size = 2;
+  // One stage without ZeRO-2/3 holds no communication buffers.
+  p.global_batch_size = 4;
+  for (int z : {0, 1}) {
+    p.dp = 2;
+    p.zero_stage = z;
+    EXPECT_EQ(peak_comm_buffer_bytes(m, p, 0, cache), 0) << z;
+  }
+  // A pipeline without ZeRO-2/3: one boundary activation at a time (a
+  // forward's output until its send, a received gradient until its send),
+  // taking every send to complete when posted.
+  p.dp = 1;
+  p.zero_stage = 0;
+  p.pp = 4;
+  p.global_batch_size = 16;
+  const double boundary = 2.0 * 32 * 64 * 4;
+  for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b})
+    for (int s = 0; s < 4; ++s) {
+      p.schedule = k;
+      EXPECT_EQ(peak_comm_buffer_bytes(m, p, s, cache), boundary) << schedule_name(k) << " " << s;
+    }
+  // ZeRO-2 on one stage and one micro-batch: the largest window is the
+  // head's two units, then the blocks' gradients two at a time, each with
+  // its shard; the walk must be at least the largest unit's gradient and
+  // shard, and at most three of the largest units' with their shards.
+  p.pp = 1;
+  p.dp = 2;
+  p.zero_stage = 2;
+  p.global_batch_size = 4;
+  p.schedule = ScheduleKind::one_f_one_b;
+  const Layout L = Layout::build(m, p, 0, 0);
+  int64_t largest = 0;
+  for (const Unit& u : L.units()) largest = std::max(largest, u.padded_numel);
+  const double unit = largest * 4.0 * (1 + 1.0 / p.dp);
+  const double zero2 = peak_comm_buffer_bytes(m, p, 0, cache);
+  EXPECT_GE(zero2, unit);
+  EXPECT_LE(zero2, 3 * unit);
+  // ZeRO-3 adds the gathered weights.
+  p.zero_stage = 3;
+  EXPECT_GT(peak_comm_buffer_bytes(m, p, 0, cache), zero2);
+}
+
+TEST(MemoryModel, CommBufferWalkReachesTheSteadyState) {
+  // The shortened walk agrees with the walk of every micro-batch.
+  const ModelConfig m = gpt(16, 64, 4, 32, 500);
+  PerfCache cache;
+  struct Case {
+    ScheduleKind kind;
+    int pp, vpp, zero;
+  };
+  const Case cases[] = {{ScheduleKind::gpipe, 4, 1, 3},       {ScheduleKind::one_f_one_b, 4, 1, 2},
+                        {ScheduleKind::one_f_one_b, 4, 1, 3}, {ScheduleKind::interleaved, 4, 2, 2},
+                        {ScheduleKind::interleaved, 2, 4, 3}, {ScheduleKind::interleaved, 4, 4, 0}};
+  for (const Case& c : cases) {
+    ParallelConfig p;
+    p.pp = c.pp;
+    p.vpp = c.vpp;
+    p.dp = 2;
+    p.zero_stage = c.zero;
+    p.schedule = c.kind;
+    p.global_batch_size = 2 * 16 * c.pp;  // 16 pp micro-batches per DP rank
+    for (int s = 0; s < c.pp; ++s)
+      EXPECT_EQ(peak_comm_buffer_bytes(m, p, s, cache), peak_comm_buffer_bytes(m, p, s, cache, /*full_walk=*/true))
+          << schedule_name(c.kind) << " pp " << c.pp << " vpp " << c.vpp << " zero " << c.zero << " stage " << s;
+  }
 }
 
 TEST(MemoryModel, SchedulesHoldWhatTheyKeepInFlight) {

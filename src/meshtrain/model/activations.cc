@@ -29,6 +29,12 @@ int64_t total_bytes(const std::vector<TensorSpec>& v) {
   return b;
 }
 
+int64_t allocated_bytes(const std::vector<TensorSpec>& v) {
+  int64_t b = 0;
+  for (const auto& t : v) b += t.allocated_bytes();
+  return b;
+}
+
 bool block_is_recomputed(const ParallelConfig& p, int index_in_chunk, int layers_in_chunk) {
   if (p.recompute != Recompute::full) return false;
   if (p.recompute_method == RecomputeMethod::uniform) return true;

@@ -18,14 +18,24 @@
 
 namespace meshtrain {
 
+// A list of tensors lives in one allocation, each tensor starting on a
+// kTensorAlignment-byte boundary (TensorMap in block.h lays them out).
+constexpr int64_t kTensorAlignment = 64;
+
 struct TensorSpec {
   std::string name;
   int64_t numel = 0;
   int elem_bytes = 4;
   int64_t bytes() const { return numel * elem_bytes; }
+  // bytes() rounded up to kTensorAlignment: its room in the allocation.
+  int64_t allocated_bytes() const { return (bytes() + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
 };
 
+// Sum of bytes(): the data alone.
 int64_t total_bytes(const std::vector<TensorSpec>& v);
+// Sum of allocated_bytes(): the size of the one allocation that holds the
+// list, which is what the engine allocates and the memory model counts.
+int64_t allocated_bytes(const std::vector<TensorSpec>& v);
 
 // Stashed by one transformer block for one micro-batch, by recompute mode:
 //   none:      input, ln1 stats, ln1.out, qkv, attn.out, attn.lse, mid,

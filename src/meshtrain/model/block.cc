@@ -31,7 +31,7 @@ TensorMap::TensorMap(const std::vector<TensorSpec>& specs, void* base) {
   char* p = static_cast<char*>(base);
   for (const auto& t : specs) {
     ptrs_[t.name] = p;
-    p += (t.bytes() + 63) / 64 * 64;
+    p += t.allocated_bytes();
   }
 }
 

@@ -58,7 +58,9 @@ struct BlockActs {
   T *ln2_out = nullptr, *fc_out = nullptr, *gelu_out = nullptr;
 };
 
-// Named pointers into one allocation laid out from a TensorSpec list.
+// Named pointers into one allocation laid out from a TensorSpec list, each
+// tensor at a kTensorAlignment boundary: the allocation takes
+// allocated_bytes(specs).
 class TensorMap {
  public:
   TensorMap() = default;

@@ -8,14 +8,6 @@
 
 namespace meshtrain {
 
-namespace {
-int64_t aligned_bytes(const std::vector<TensorSpec>& v) {
-  int64_t b = 0;
-  for (const auto& t : v) b += (t.bytes() + 63) / 64 * 64;
-  return b;
-}
-}  // namespace
-
 template <class T>
 struct PipelineEngine<T>::ChunkStash {
   Buffer mem;                       // every block's stash, then the head's
@@ -44,7 +36,7 @@ PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p,
   bool has_head = false;
   for (int c = 0; c < p.vpp; ++c) has_head |= layout_.has_head(c);
   const auto ws = rank_working_set(m, p, has_head);
-  work_ = Buffer(MemCategory::activations, aligned_bytes(ws));
+  work_ = Buffer(MemCategory::activations, allocated_bytes(ws));
   work_map_ = TensorMap(ws, work_.data());
   scratch_ = BlockScratch<T>{work_map_.get<T>("row.out"), work_map_.get<T>("gathered"),
                              work_map_.get<T>("d.ln.out"), work_map_.get<T>("d.wide"),
@@ -71,10 +63,10 @@ typename PipelineEngine<T>::ChunkStash& PipelineEngine<T>::stash(int mb, int c) 
   int64_t bytes = 0;
   for (int i = 0; i < L; ++i) {
     specs.push_back(block_stash(m_, p_, block_is_recomputed(p_, i, L)));
-    bytes += aligned_bytes(specs.back());
+    bytes += allocated_bytes(specs.back());
   }
   const auto hs = head_stash(m_, p_);
-  if (layout_.has_head(c)) bytes += aligned_bytes(hs);
+  if (layout_.has_head(c)) bytes += allocated_bytes(hs);
   slot->mem = Buffer(MemCategory::activations, bytes, /*zero=*/false);
   char* base = slot->mem.template as<char>();
   for (int i = 0; i < L; ++i) {
@@ -82,7 +74,7 @@ typename PipelineEngine<T>::ChunkStash& PipelineEngine<T>::stash(int mb, int c) 
     bind_acts(a, work_map_);  // recomputed pieces live in the working set
     bind_acts(a, TensorMap(specs[i], base));
     slot->acts.push_back(a);
-    base += aligned_bytes(specs[i]);
+    base += allocated_bytes(specs[i]);
   }
   if (layout_.has_head(c)) slot->head_dinput = reinterpret_cast<T*>(base);
   return *slot;
@@ -283,9 +275,17 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
       case ActionKind::send_backward: {
         auto& slot = stashes_[a.micro_batch * p_.vpp + a.chunk];
         const int prev_chunk = mesh_.coord().pp == 0 ? a.chunk - 1 : a.chunk;
-        Request r = pp.isend(slot->dx, count, peer_rank(a.chunk, false), tag(a.micro_batch, prev_chunk, true));
-        // The gradient lives in the received buffer, or in the stash (head).
-        sends_.push_back(Send{std::move(r), slot->grad.empty() ? std::move(slot->mem) : std::move(slot->grad)});
+        // The gradient lives in the received buffer, or in the stash (head):
+        // the stash is freed now, not when the send completes, so the head's
+        // gradient is sent from a copy.
+        Buffer buf = std::move(slot->grad);
+        if (buf.empty()) {
+          buf = Buffer(MemCategory::comm_buffers, count * sizeof(T), /*zero=*/false);
+          std::memcpy(buf.data(), slot->dx, count * sizeof(T));
+        }
+        Request r = pp.isend(buf.template as<T>(), count, peer_rank(a.chunk, false),
+                             tag(a.micro_batch, prev_chunk, true));
+        sends_.push_back(Send{std::move(r), std::move(buf)});
         slot.reset();
         complete_sends(false);
         break;

@@ -15,15 +15,20 @@ double score_matrix_bytes(const ModelConfig& m, const ParallelConfig& p) {
   return double(p.micro_batch_size) * heads * double(m.seq_length) * m.seq_length * (p.bf16 ? 2 : 4);
 }
 
+// Micro-batches a walk of the schedule needs: 1F1B and interleaved repeat
+// one pattern after their warm-up, which is at most (pp - 1) * 2 + (vpp - 1)
+// * pp forwards long; GPipe holds everything.
+int walk_length(ScheduleKind kind, int pp, int vpp, int m) {
+  if (kind == ScheduleKind::one_f_one_b) return std::min(m, pp + 1);
+  if (kind == ScheduleKind::interleaved && m > pp) return std::min(m, pp * (vpp + 3));
+  return m;
+}
+
 }  // namespace
 
 double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int m, int stage, const std::vector<double>& chunk_bytes,
                         PerfCache& cache) {
-  // 1F1B and interleaved repeat one pattern after their warm-up, which is at
-  // most (pp - 1) * 2 + (vpp - 1) * pp forwards long; GPipe holds everything.
-  int walk = m;
-  if (kind == ScheduleKind::one_f_one_b) walk = std::min(m, pp + 1);
-  if (kind == ScheduleKind::interleaved && m > pp) walk = std::min(m, pp * (vpp + 3));
+  const int walk = walk_length(kind, pp, vpp, m);
   if (kind == ScheduleKind::gpipe) {
     double all = 0;
     for (double b : chunk_bytes) all += b;
@@ -38,6 +43,117 @@ double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int m, int stage, co
   return peak;
 }
 
+namespace {
+
+// Walks the engine's communication buffers over the action list of one
+// stage (see memory_model.h) and returns their peak.
+class CommBufferWalk {
+ public:
+  CommBufferWalk(const StageLayout& L, const ParallelConfig& p, double boundary_bytes)
+      : L_(L), p_(p), e_(p.bf16 ? 2 : 4), boundary_(boundary_bytes),
+        gathered_(L.unit_numel.size(), false), grad_(L.unit_numel.size(), false) {}
+
+  double run(const std::vector<Action>& actions) {
+    for (const Action& a : actions) {
+      const ChunkUnits& c = L_.chunk_order[a.chunk];
+      const bool head = !c.head.empty();
+      switch (a.kind) {
+        case ActionKind::recv_forward: break;  // received into the stash
+        case ActionKind::forward:
+          for (int u : c.embedding) gather(u);
+          for (int u : c.embedding) release(u);
+          if (!head) add(boundary_);  // the output, until its send completes
+          for (int u : c.blocks) {
+            gather(u);
+            release(u);
+          }
+          if (head) {
+            for (int u : c.head) gather(u);
+            for (int u : c.head) begin_backward(u);
+            for (int u : c.head) end_backward(u);
+            for (int u : c.head) release(u);
+          }
+          break;
+        case ActionKind::send_forward: sub(boundary_); break;
+        case ActionKind::recv_backward: add(boundary_); break;  // the output gradient
+        case ActionKind::backward:
+          for (auto it = c.blocks.rbegin(); it != c.blocks.rend(); ++it) {
+            gather(*it);
+            begin_backward(*it);
+            end_backward(*it);
+            release(*it);
+          }
+          for (int u : c.embedding) begin_backward(u);
+          for (int u : c.embedding) end_backward(u);
+          if (!c.embedding.empty() && !head) sub(boundary_);  // no send: freed with the stash
+          break;
+        case ActionKind::send_backward:
+          if (head) add(boundary_);  // the head's input gradient, copied out of its stash
+          sub(boundary_);
+          break;
+      }
+    }
+    return peak_;
+  }
+
+ private:
+  void add(double b) { peak_ = std::max(peak_, now_ += b); }
+  void sub(double b) { now_ -= b; }
+  double numel(int u) const { return double(L_.unit_numel[u]); }
+  // ZeRO-3: a unit's weights all-gathered for its forward or backward.
+  void gather(int u) {
+    if (p_.zero_stage < 3 || gathered_[u]) return;
+    gathered_[u] = true;
+    add(numel(u) * e_);
+  }
+  void release(int u) {
+    if (p_.zero_stage < 3 || !gathered_[u]) return;
+    gathered_[u] = false;
+    sub(numel(u) * e_);
+  }
+  // ZeRO-2/3: a unit's full fp32 gradient while its backward runs, then
+  // reduce-scattered into a shard; the engine completes all but the newest
+  // two reductions after posting one.
+  void begin_backward(int u) {
+    if (p_.zero_stage < 2 || grad_[u]) return;
+    grad_[u] = true;
+    add(numel(u) * 4);
+  }
+  void end_backward(int u) {
+    if (p_.zero_stage < 2) return;
+    grad_[u] = false;
+    const double shard = numel(u) / p_.dp * 4;
+    add(shard);
+    pending_.push_back(numel(u) * 4 + shard);
+    while (pending_.size() > 2) {
+      sub(pending_.front());
+      pending_.erase(pending_.begin());
+    }
+  }
+
+  const StageLayout& L_;
+  const ParallelConfig& p_;
+  const double e_, boundary_;
+  std::vector<bool> gathered_, grad_;
+  std::vector<double> pending_;  // bytes held by each reduction in flight
+  double now_ = 0, peak_ = 0;
+};
+
+}  // namespace
+
+double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int stage, PerfCache& cache,
+                              bool full_walk) {
+  const StageLayout& L = cache.stage_layout(m, p, stage);
+  const double tokens = double(p.micro_batch_size) * m.seq_length / (p.sequence_parallel ? p.tp : 1);
+  const double boundary = tokens * m.hidden_size * (p.bf16 ? 2 : 4);
+  // GPipe's ZeRO window and sends repeat per micro-batch too: two suffice.
+  int mb = p.schedule == ScheduleKind::gpipe ? std::min(p.num_micro_batches(), 2)
+                                             : walk_length(p.schedule, p.pp, p.vpp, p.num_micro_batches());
+  if (full_walk) mb = p.num_micro_batches();
+  const Schedule& s = cache.schedule(p.schedule, p.pp, p.vpp, mb);
+  return CommBufferWalk(L, p, boundary).run(s.stages[stage]);
+}
+
 MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
                          PerfCache& cache) {
   const StageLayout& L = cache.stage_layout(m, p, stage);
@@ -47,15 +163,16 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   b.gradients = double(st.gradients);
   b.optimizer = double(st.optimizer);
 
-  // Stash of one micro-batch through each chunk.
+  // Stash of one micro-batch through each chunk, as allocated (each tensor
+  // 64-byte aligned).
   const int layers = m.num_layers / (p.pp * p.vpp);
   const double scores = score_matrix_bytes(m, p);
-  const double plain = double(total_bytes(block_stash(m, p, false))) +
+  const double plain = double(allocated_bytes(block_stash(m, p, false))) +
                        (p.recompute == Recompute::selective ? 0.0 : scores);
-  const double recomputed = double(total_bytes(block_stash(m, p, true)));
+  const double recomputed = double(allocated_bytes(block_stash(m, p, true)));
   double blocks = 0;
   for (int i = 0; i < layers; ++i) blocks += block_is_recomputed(p, i, layers) ? recomputed : plain;
-  const double head = double(total_bytes(head_stash(m, p)));
+  const double head = double(allocated_bytes(head_stash(m, p)));
   std::vector<double> chunk_bytes(p.vpp, blocks);
   bool has_head = false;
   for (int c = 0; c < p.vpp; ++c)
@@ -65,16 +182,13 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
     }
   const int mb = p.num_micro_batches();
   const double stash = peak_stash_bytes(p.schedule, p.pp, p.vpp, mb, stage, chunk_bytes, cache);
-  // Token ids and targets are held for every micro-batch of the step.
+  // Token ids and targets are held for every micro-batch of the step (two
+  // allocations of their exact size).
   const double batch = double(mb) * double(total_bytes(embedding_stash(m, p)));
-  const double working = double(total_bytes(rank_working_set(m, p, has_head))) + 2 * scores;
+  const double working = double(allocated_bytes(rank_working_set(m, p, has_head))) + 2 * scores;
   b.activations = stash + batch + working;
 
-  const double e = p.bf16 ? 2 : 4;
-  const double tokens = double(p.micro_batch_size) * m.seq_length / (p.sequence_parallel ? p.tp : 1);
-  if (p.pp > 1) b.comm_buffers += 4 * tokens * m.hidden_size * e;
-  if (p.zero_stage >= 2) b.comm_buffers += double(L.max_unit_numel) * 4;
-  if (p.zero_stage >= 3) b.comm_buffers += 2 * double(L.max_unit_numel) * e;
+  b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache);
 
   b.workspace = sys.memory.reserved_bytes + sys.memory.fragmentation * (b.activations + b.comm_buffers);
   return b;

@@ -1,23 +1,34 @@
 // Memory model: bytes per category on the most loaded rank of a config.
 //
-// Per pipeline stage s (tensor-parallel ranks of a stage hold the same):
+// It counts what the engine allocates (parallel/pipeline_engine.cc,
+// parallel/sharded_state.cc, train/trainer.cc) from the same descriptions;
+// tests/parallel holds every configuration of the parallelism test matrix
+// against the engine's measured per-rank peaks (tests/parallel/README.md).
+//
+// Per pipeline stage s (tensor- and data-parallel ranks of a stage hold the
+// same):
 //   parameters, gradients, optimizer: Layout::build(model, config, 0, s)
 //     .state_bytes(zero stage, bf16) -- flat buffers, padding included.
+//     Equal to the engine's bytes.
 //   activations: the peak over the Schedule's walk of stage s of the stashes
 //     of the (micro-batch, chunk) pairs in flight (forward done, backward not
 //     yet), each chunk stashing block_stash() per block plus head_stash()
 //     where it holds the head (activations.h); plus the token ids and targets
 //     of every micro-batch of the step (embedding_stash() x micro-batches);
-//     plus, counted once, rank_working_set(). Without flash attention each
-//     stashed block also keeps its softmax probabilities (b x heads/tp x s^2
-//     elements; dropped by selective recompute), and a block's backward
-//     holds the probabilities and their gradient.
-//   comm_buffers: with PP, receive and send buffers for one boundary
-//     activation in each direction (4 x micro-batch x seq/tp-if-SP x hidden);
-//     ZeRO-2/3 the full-precision gradient of the largest unit before it is
-//     reduce-scattered; ZeRO-3 the gathered largest unit and its prefetch.
+//     plus, counted once, rank_working_set(). Each list is counted as
+//     allocated: allocated_bytes(), every tensor 64-byte aligned. With
+//     sequence parallelism the LayerNorm outputs are stashed gathered (the
+//     full sequence, [N, h]), as the engine keeps them. Without flash
+//     attention (cost model only; the engine's attention is always tiled)
+//     each stashed block also keeps its softmax probabilities (b x heads/tp
+//     x s^2 elements; dropped by selective recompute), and a block's
+//     backward holds the probabilities and their gradient.
+//   comm_buffers: peak_comm_buffer_bytes(): the engine's buffers walked over
+//     stage s's actions.
 //   workspace: the system's reserved bytes (runtime, library workspaces,
-//     communicators) + its fragmentation fraction of activations and buffers.
+//     communicators) + its fragmentation fraction of activations and buffers
+//     (the engine allocates nothing in this category: with a system of no
+//     reserve and no fragmentation both are 0).
 // The stage with the largest total is reported; a config fits when that
 // total is at most the device's memory. Only stage 0 (embedding, deepest
 // warm-up) and stage pp-1 (head) are computed: every middle stage holds what
@@ -62,5 +73,28 @@ MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, co
 // the steady state, which repeats the same pattern.
 double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int num_micro_batches, int stage,
                         const std::vector<double>& chunk_bytes, PerfCache& cache);
+
+// Most bytes of communication buffers stage `stage` holds at once during a
+// training step, walking its action list as the engine runs it:
+//   pipeline (pp > 1): a forward's output (b x s/tp-if-SP x h elements) from
+//     its forward until its send; a received output gradient from its
+//     receive until its backward's send (or the end of the backward on the
+//     first virtual stage); the head's input gradient, copied out of the
+//     stash, for its send;
+//   ZeRO-3: each unit's gathered weights during its forward and backward
+//     (the embedding's word and position units together; the head's final
+//     LayerNorm and word matrix together); no prefetch;
+//   ZeRO-2/3: each unit's full fp32 gradient from the start of its backward;
+//     then its reduce-scatter, holding that gradient and the fp32 shard it
+//     receives, in flight until two newer ones are posted (the engine bounds
+//     the reductions in flight to two) or the step ends.
+// Every send is taken to complete when it is posted. MPI decides when a
+// non-blocking send completes and the engine frees its buffer at the next
+// completion test, so with pp > 1 the engine holds at least this, more by
+// the buffers of sends still in flight; with pp = 1 exactly this.
+// full_walk: walk every micro-batch of the step (tests), not only enough to
+// reach the steady state.
+double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int stage, PerfCache& cache,
+                              bool full_walk = false);
 
 }  // namespace meshtrain::perf

@@ -33,10 +33,32 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
   s->numel = L.numel();
   s->chunk_numel.assign(p.vpp, 0);
   s->chunk_units.assign(p.vpp, 0);
+  s->chunk_order.assign(p.vpp, ChunkUnits{});
+  auto index = [&](const char* name) {
+    const Unit* u = L.find_unit(name);
+    return u ? static_cast<int>(u - L.units().data()) : -1;
+  };
   for (const Unit& u : L.units()) {
     s->chunk_numel[u.chunk] += u.padded_numel;
     s->chunk_units[u.chunk] += 1;
-    s->max_unit_numel = std::max(s->max_unit_numel, u.padded_numel);
+    s->unit_numel.push_back(u.padded_numel);
+    if (u.kind == UnitKind::block) s->chunk_order[u.chunk].blocks.push_back(static_cast<int>(&u - L.units().data()));
+  }
+  for (int c = 0; c < p.vpp; ++c) {
+    ChunkUnits& o = s->chunk_order[c];
+    std::sort(o.blocks.begin(), o.blocks.end(),
+              [&](int a, int b) { return L.units()[a].layer < L.units()[b].layer; });
+    if (L.has_embedding(c))
+      for (const char* n : {"embedding.word", "embedding.position"})
+        if (const int i = index(n); i >= 0) o.embedding.push_back(i);
+    if (L.has_head(c)) {
+      o.head.push_back(index("head.lnf"));
+      for (const char* n : {"head.word", "head.output", "embedding.word"})
+        if (const int i = index(n); i >= 0) {
+          o.head.push_back(i);
+          break;
+        }
+    }
   }
   for (int z = 0; z < 4; ++z)
     for (int b = 0; b < 2; ++b) s->state[z][b] = L.state_bytes(z, b == 1);

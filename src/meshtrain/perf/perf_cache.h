@@ -21,12 +21,24 @@
 
 namespace meshtrain::perf {
 
+// The units one model chunk's forward and backward work on, in the order
+// the engine gathers them and reduces their gradients, as indices into
+// StageLayout::unit_numel: the embedding's word and position units, the
+// blocks by layer, the head's final LayerNorm and the matrix it multiplies
+// with (its copy of the tied word embedding, its untied output matrix, or
+// on a single stage the embedding's own word unit). Empty where the chunk
+// holds no embedding or no head.
+struct ChunkUnits {
+  std::vector<int> embedding, blocks, head;
+};
+
 // Layout::build of one stage, summarized.
 struct StageLayout {
   int64_t numel = 0;                  // padded flat size
   std::vector<int64_t> chunk_numel;   // padded elements per model chunk
   std::vector<int> chunk_units;       // units (embedding, blocks, head) per chunk
-  int64_t max_unit_numel = 0;         // largest padded unit
+  std::vector<int64_t> unit_numel;    // padded elements of each unit, in Layout order
+  std::vector<ChunkUnits> chunk_order;  // per chunk
   std::array<std::array<StateBytes, 2>, 4> state{};  // [zero stage][bf16]
 };
 
