@@ -80,7 +80,7 @@ std::vector<int> int_list(const std::string& s, const char* what) {
 struct CommFlags {
   int tp = 1, pp = 1;
   std::string group = "world";
-  std::string min_bytes = "8", max_bytes = "64M";
+  std::string min_bytes = "8", max_bytes = "256M";
   int iters = 20, warmup = 5;
   double budget_s = 0.5;
   std::string ops = "all_reduce,all_gather,reduce_scatter,broadcast,sendrecv";

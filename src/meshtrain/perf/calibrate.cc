@@ -46,6 +46,23 @@ void calibrate_compute(SystemSpec& s, const nlohmann::json& gemm, const HostInfo
                   gemm.contains("model") ? gemm["model"].value("name", "?") : "?");
 }
 
+// A bench comm operation in the terms of collective.h: its ring steps and
+// bus factor over n ranks (sendrecv is one point-to-point message).
+struct BenchedOp {
+  const char* bench_name;
+  LinkOp op;
+  int steps;
+  double factor;
+};
+
+std::vector<BenchedOp> benched_ops(int n) {
+  const double f = double(n - 1) / n;
+  return {{"all_reduce", LinkOp::all_reduce, 2 * (n - 1), 2 * f},
+          {"all_gather", LinkOp::all_gather, n - 1, f},
+          {"reduce_scatter", LinkOp::reduce_scatter, n - 1, f},
+          {"sendrecv", LinkOp::p2p, 1, 1.0}};
+}
+
 void calibrate_link(SystemSpec& s, const nlohmann::json& comm, const HostInfo& host) {
   check(comm.value("bench", "") == "comm" && comm.contains("results"), "not the output of meshtrain bench comm --out");
   check(comm.value("group", "") == "world", "bench comm: calibration needs --group world (got '{}')",
@@ -53,33 +70,45 @@ void calibrate_link(SystemSpec& s, const nlohmann::json& comm, const HostInfo& h
   const int n = comm.value("group_size", 0);
   check(n == host.ranks_per_node, "bench comm ran on {} ranks, the node has {}", n, host.ranks_per_node);
   check(comm["results"].contains("all_reduce"), "bench comm: no all_reduce results (--ops all_reduce)");
-  std::vector<std::pair<double, double>> pts;  // bytes, seconds
-  for (const auto& p : comm["results"]["all_reduce"]["points"])
-    pts.emplace_back(p.at("bytes").get<double>(), p.at("time_s").get<double>());
-  check(pts.size() >= 2, "bench comm: fewer than 2 all_reduce sizes");
-  std::sort(pts.begin(), pts.end());
-  const double f = 2.0 * (n - 1) / n;
-  const int steps = 2 * (n - 1);
-  // The smallest message is nearly all latency; keep a tenth of it for the
-  // efficiency curve so that the subtraction stays positive. The bandwidth
-  // is the best latency-corrected rate, so every efficiency is at most 1.
-  const double latency = 0.9 * pts.front().second / steps;
+  // Measured (bytes, seconds) per operation, by size.
+  std::vector<std::pair<BenchedOp, std::vector<std::pair<double, double>>>> measured;
+  for (const BenchedOp& o : benched_ops(n)) {
+    if (!comm["results"].contains(o.bench_name)) continue;
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& p : comm["results"][o.bench_name]["points"])
+      pts.emplace_back(p.at("bytes").get<double>(), p.at("time_s").get<double>());
+    check(pts.size() >= 2, "bench comm: fewer than 2 {} sizes", o.bench_name);
+    std::sort(pts.begin(), pts.end());
+    measured.emplace_back(o, std::move(pts));
+  }
+  // Latency per step: 0.9 of the smallest message's time per step, over
+  // every operation, so that t - steps x latency stays positive; bandwidth:
+  // the best latency-corrected bus bandwidth, so every efficiency is <= 1.
+  double latency = 1e300;
+  for (const auto& [o, pts] : measured) latency = std::min(latency, 0.9 * pts.front().second / o.steps);
   double bw = 0;
-  for (const auto& [b, t] : pts) bw = std::max(bw, b * f / (t - steps * latency));
-  std::vector<std::pair<double, double>> eff;
-  for (const auto& [b, t] : pts)
-    eff.emplace_back(b, std::min(1.0, b * f / (bw * (t - steps * latency))));
+  for (const auto& [o, pts] : measured)
+    for (const auto& [b, t] : pts) bw = std::max(bw, b * o.factor / (t - o.steps * latency));
   LinkClass l;
   l.name = "shared-memory";
   l.span = n;
   l.bandwidth_gbs = bw / 1e9;
   l.latency_s = latency;
-  l.efficiency = Curve(eff);
+  std::string ops;
+  for (const auto& [o, pts] : measured) {
+    std::vector<std::pair<double, double>> eff;
+    for (const auto& [b, t] : pts) eff.emplace_back(b, std::min(1.0, b * o.factor / (bw * (t - o.steps * latency))));
+    if (o.op == LinkOp::all_reduce)
+      l.efficiency = Curve(eff);
+    else
+      l.op_efficiency[static_cast<int>(o.op)] = Curve(eff);
+    ops += fmt::format("{}{} ({} sizes)", ops.empty() ? "" : ", ", o.bench_name, pts.size());
+  }
   s.links = {l};
   s.sources["links"] = fmt::format(
-      "meshtrain bench comm --group world on {} ranks: bandwidth = best all-reduce bus bandwidth, latency per ring "
-      "step from the smallest message, per-size efficiency reproducing the all-reduce times ({} sizes, {}..{} B)",
-      n, pts.size(), pts.front().first, pts.back().first);
+      "meshtrain bench comm --group world on {} ranks: latency per step from the smallest messages, bandwidth the "
+      "best latency-corrected bus bandwidth, per-operation efficiency curves reproducing every measured time: {}",
+      n, ops);
 }
 
 }  // namespace
@@ -113,14 +142,17 @@ SystemSpec calibrate_system(SystemSpec s, const nlohmann::json& gemm, const nloh
 std::vector<CommCheck> check_comm(const SystemSpec& s, const nlohmann::json& comm) {
   std::vector<CommCheck> out;
   const int n = comm.value("group_size", 1);
-  const std::pair<const char*, Collective> ops[] = {{"all_reduce", Collective::all_reduce},
-                                                    {"all_gather", Collective::all_gather},
-                                                    {"reduce_scatter", Collective::reduce_scatter}};
-  for (const auto& [name, kind] : ops) {
-    if (!comm.contains("results") || !comm["results"].contains(name)) continue;
-    for (const auto& p : comm["results"][name]["points"]) {
+  for (const BenchedOp& o : benched_ops(n)) {
+    if (!comm.contains("results") || !comm["results"].contains(o.bench_name)) continue;
+    for (const auto& p : comm["results"][o.bench_name]["points"]) {
       const double b = p.at("bytes").get<double>();
-      out.push_back({name, b, p.at("time_s").get<double>(), collective_time(s, kind, b, n, 1)});
+      const double model = o.op == LinkOp::p2p ? p2p_time(s, b, 0, 1)
+                           : collective_time(s,
+                                             o.op == LinkOp::all_reduce   ? Collective::all_reduce
+                                             : o.op == LinkOp::all_gather ? Collective::all_gather
+                                                                          : Collective::reduce_scatter,
+                                             b, n, 1);
+      out.push_back({o.bench_name, b, p.at("time_s").get<double>(), model});
     }
   }
   return out;

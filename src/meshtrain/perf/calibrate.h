@@ -9,15 +9,16 @@
 //   matmul_efficiency_<dtype>  its curve of achieved / peak over the smallest
 //                              matmul dimension (median over shapes)
 // From bench comm (the world group of one node, every rank on this node):
-//   the node's one link class, spanning ranks_per_node ranks: latency per
-//   ring step 0.9 x the smallest all-reduce's time / its 2(n-1) steps,
-//   bandwidth the best latency-corrected bus bandwidth
-//   max b x 2(n-1)/n / (t(b) - 2(n-1) latency), and an efficiency curve over
-//   message bytes that makes collective.h's ring formula reproduce each
-//   measured all-reduce time: eff(b) = b x 2(n-1)/n / (bandwidth x (t(b) -
-//   2(n-1) latency)), at most 1. The per-size table is thus part of the
-//   system file. Without bench comm, base's widest link is kept, spanning
-//   the node.
+//   the node's one link class, spanning ranks_per_node ranks, in
+//   collective.h's terms (time = steps x latency + bytes x factor /
+//   (bandwidth x efficiency(bytes))): latency per step 0.9 x the smallest
+//   message's time / its steps (the least over operations), bandwidth the
+//   best latency-corrected bus bandwidth of any operation, and per operation
+//   (all-reduce as the link's `efficiency`, all-gather, reduce-scatter and
+//   sendrecv as `op_efficiency`) a curve over message bytes that reproduces
+//   each measured time: eff(b) = b x factor / (bandwidth x (t(b) - steps x
+//   latency)), at most 1. The per-size tables are thus part of the system
+//   file. Without bench comm, base's widest link is kept, spanning the node.
 // Everything else (memory bandwidth, element-wise efficiency, attention
 // efficiency, network) is kept from `base`; `sources` says which numbers
 // came from which file.
@@ -43,8 +44,9 @@ struct HostInfo {
 SystemSpec calibrate_system(SystemSpec base, const nlohmann::json& gemm, const nlohmann::json& comm,
                             const HostInfo& host);
 
-// Each measured point of each operation in a bench comm file beside
-// collective_time() of the spec (all-reduce, all-gather, reduce-scatter).
+// Each measured point of each operation in a bench comm file beside the
+// spec's time for it: collective_time() (all-reduce, all-gather,
+// reduce-scatter) or p2p_time() (sendrecv).
 struct CommCheck {
   std::string op;
   double bytes = 0, measured_s = 0, predicted_s = 0;

@@ -13,9 +13,15 @@ double factor(Collective kind, int n) {
 
 int steps(Collective kind, int n) { return kind == Collective::all_reduce ? 2 * (n - 1) : n - 1; }
 
+LinkOp link_op(Collective kind) {
+  return kind == Collective::all_reduce   ? LinkOp::all_reduce
+         : kind == Collective::all_gather ? LinkOp::all_gather
+                                          : LinkOp::reduce_scatter;
+}
+
 double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
   if (n <= 1 || bytes <= 0) return 0;
-  const double bw = l.bandwidth_gbs * 1e9 * l.efficiency(bytes);
+  const double bw = l.bandwidth_gbs * 1e9 * l.efficiency_of(link_op(kind))(bytes);
   return steps(kind, n) * l.latency_s + bytes * factor(kind, n) / bw;
 }
 
@@ -56,7 +62,7 @@ double collective_time(const SystemSpec& s, Collective kind, double bytes, int s
 double p2p_time(const SystemSpec& s, double bytes, int a, int b) {
   if (bytes <= 0 || a == b) return 0;
   if (const LinkClass* l = link_between(s, a, b))
-    return l->latency_s + bytes / (l->bandwidth_gbs * 1e9 * l->efficiency(bytes));
+    return l->latency_s + bytes / (l->bandwidth_gbs * 1e9 * l->efficiency_of(LinkOp::p2p)(bytes));
   const auto& net = s.network;
   const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
   return net.latency_s + bytes / (share * net.efficiency(bytes));

@@ -110,6 +110,13 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
       get(l, "latency_us", us);
       c.latency_s = us * 1e-6;
       get(l, "efficiency", c.efficiency);
+      if (l.contains("op_efficiency"))
+        for (auto it = l.at("op_efficiency").begin(); it != l.at("op_efficiency").end(); ++it) {
+          const auto* name = std::find(std::begin(kLinkOpNames), std::end(kLinkOpNames), it.key());
+          check(name != std::end(kLinkOpNames), "system {}: link {}: unknown operation '{}' in op_efficiency",
+                s.name, c.name, it.key());
+          c.op_efficiency[name - std::begin(kLinkOpNames)] = it.value().get<Curve>();
+        }
       s.links.push_back(std::move(c));
     }
   }
@@ -129,12 +136,17 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
 
 void to_json(nlohmann::json& j, const SystemSpec& s) {
   nlohmann::json links = nlohmann::json::array();
-  for (const auto& l : s.links)
+  for (const auto& l : s.links) {
     links.push_back({{"name", l.name},
                      {"span", l.span},
                      {"bandwidth_gbs", l.bandwidth_gbs},
                      {"latency_us", l.latency_s * 1e6},
                      {"efficiency", l.efficiency}});
+    nlohmann::json ops = nlohmann::json::object();
+    for (int i = 0; i < kNumLinkOps; ++i)
+      if (l.op_efficiency[i]) ops[kLinkOpNames[i]] = *l.op_efficiency[i];
+    if (!ops.empty()) links.back()["op_efficiency"] = ops;
+  }
   j = nlohmann::json{
       {"name", s.name},
       {"description", s.description},

@@ -11,7 +11,9 @@
 // the node share.
 #pragma once
 
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,12 +23,25 @@
 
 namespace meshtrain::perf {
 
+enum class LinkOp { all_reduce, all_gather, reduce_scatter, p2p };
+inline constexpr int kNumLinkOps = 4;
+inline constexpr const char* kLinkOpNames[kNumLinkOps] = {"all_reduce", "all_gather", "reduce_scatter", "p2p"};
+
 struct LinkClass {
   std::string name;
   int span = 1;               // aligned block of consecutive ranks it joins
   double bandwidth_gbs = 0;   // per device, per direction, GB/s (1e9 bytes/s)
   double latency_s = 0;       // per message step of a collective
   Curve efficiency;           // achieved / nominal bandwidth, over bytes per call
+  // Optional per-operation curves that replace `efficiency` for that
+  // operation where a transport runs them at different speeds (a
+  // calibration writes them; GPU rings run every collective at one bus
+  // bandwidth). JSON: "op_efficiency": {"all_gather": curve, ...}.
+  std::array<std::optional<Curve>, kNumLinkOps> op_efficiency;
+  const Curve& efficiency_of(LinkOp op) const {
+    const auto& c = op_efficiency[static_cast<int>(op)];
+    return c ? *c : efficiency;
+  }
 };
 
 struct NetworkSpec {
