@@ -83,6 +83,7 @@ struct CommFlags {
   std::string min_bytes = "8", max_bytes = "256M";
   int iters = 20, warmup = 5;
   double budget_s = 0.5;
+  bool nonblocking = false;
   std::string ops = "all_reduce,all_gather,reduce_scatter,broadcast,sendrecv";
   std::string out;
 };
@@ -92,13 +93,32 @@ struct CommFlags {
 // descheduling of a shared, oversubscribed machine, where nccl-tests' mean
 // of the loop is dominated by the slowest call), the result the mean over
 // ranks (nccl-tests' default).
-double time_op(Communicator& c, BenchOp op, float* buf, float* buf2, int64_t count, int iters) {
+// nonblocking: the collectives through their non-blocking forms, started
+// and waited for at once (what training posts during the backward runs on
+// the same algorithms).
+double time_op(Communicator& c, BenchOp op, float* buf, float* buf2, int64_t count, int iters, bool nonblocking) {
   const int n = c.size(), r = c.rank();
+  const MPI_Datatype f32 = mpi_datatype<float>();
   auto once = [&] {
     switch (op) {
-      case BenchOp::all_reduce: c.all_reduce(buf, count); break;
-      case BenchOp::all_gather: c.all_gather(Communicator::kInPlace, buf, count); break;
-      case BenchOp::reduce_scatter: c.reduce_scatter(Communicator::kInPlace, buf, count); break;
+      case BenchOp::all_reduce:
+        if (nonblocking)
+          c.iall_reduce(buf, count, f32).wait();
+        else
+          c.all_reduce(buf, count);
+        break;
+      case BenchOp::all_gather:
+        if (nonblocking)
+          c.iall_gather(Communicator::kInPlace, buf, count, f32).wait();
+        else
+          c.all_gather(Communicator::kInPlace, buf, count);
+        break;
+      case BenchOp::reduce_scatter:
+        if (nonblocking)
+          c.ireduce_scatter(Communicator::kInPlace, buf, count, f32).wait();
+        else
+          c.reduce_scatter(Communicator::kInPlace, buf, count);
+        break;
       case BenchOp::broadcast: c.broadcast(buf, count, 0); break;
       case BenchOp::sendrecv: {
         Request s = c.isend(buf, count, (r + 1) % n);
@@ -160,8 +180,8 @@ int run_bench_comm(const CommFlags& f) {
     nlohmann::json results = nlohmann::json::object();
     if (root)
       fmt::print("# meshtrain bench comm: group {} ({} ranks per group, {} groups run at once) of mesh tp {} x dp {} x "
-                 "pp {}, float32, in place; time = median over calls, mean over ranks\n",
-                 f.group, n, world / n, mesh.tp(), mesh.dp(), mesh.pp());
+                 "pp {}, float32, in place, {} collectives; time = median over calls, mean over ranks\n",
+                 f.group, n, world / n, mesh.tp(), mesh.dp(), mesh.pp(), f.nonblocking ? "non-blocking" : "blocking");
     for (BenchOp op : ops) {
       if (root) {
         fmt::print("\n# {}\n", bench_op_name(op));
@@ -179,11 +199,11 @@ int run_bench_comm(const CommFlags& f) {
         // Warm-up; then as many iterations as fit the time budget (the
         // slowest rank's estimate, so every rank runs the same count).
         double est = 0;
-        if (f.warmup > 0) est = time_op(c, op, buf.data(), buf2.data(), count, f.warmup);
+        if (f.warmup > 0) est = time_op(c, op, buf.data(), buf2.data(), count, f.warmup, f.nonblocking);
         MPI_Allreduce(MPI_IN_PLACE, &est, 1, MPI_DOUBLE, MPI_MAX, c.raw());
         int iters = f.iters;
         if (f.budget_s > 0 && est > 0) iters = std::clamp(int(f.budget_s / est), 1, f.iters);
-        const double t = time_op(c, op, buf.data(), buf2.data(), count, iters);
+        const double t = time_op(c, op, buf.data(), buf2.data(), count, iters, f.nonblocking);
         const double alg = bytes / t, bus = alg * busbw_factor(bench_comm_op(op), n);
         pts.push_back({double(bytes), t});
         rows.push_back({{"bytes", bytes}, {"count_per_rank", count}, {"iters", iters}, {"time_s", t},
@@ -214,6 +234,7 @@ int run_bench_comm(const CommFlags& f) {
                        {"group_size", n},
                        {"groups_at_once", world / n},
                        {"dtype", "float32"},
+                       {"nonblocking", f.nonblocking},
                        {"hardware_concurrency", std::thread::hardware_concurrency()},
                        {"omp_num_threads", omp ? omp : ""},
                        {"time", "per rank the median of the timed calls (after a barrier), then the mean over ranks"},
@@ -488,6 +509,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
                    "Seconds per size: fewer timed iterations when the warm-up says they would take longer (0: off)")
       ->capture_default_str();
   comm->add_option("--ops", cf->ops, "Operations, comma-separated")->capture_default_str();
+  comm->add_flag("--nonblocking", cf->nonblocking,
+                 "Time the non-blocking forms (MPI_Iallreduce ... then wait), which training's gradient reductions use");
   comm->add_option("--out", cf->out, "Write the results and the alpha-beta fits as JSON here");
   comm->callback([&run, cf] { run = [cf] { return run_bench_comm(*cf); }; });
 

@@ -8,7 +8,8 @@
 //   Trace.*       the --trace file parses, with the expected spans per rank;
 //   KernelTime.*  the kernel clock's matmul and attention FLOPs equal their
 //                 closed forms, and the compute time split adds up;
-//   BenchComm.*   bench comm on 2 and 4 ranks: sizes increase, bandwidths > 0;
+//   BenchComm.*   bench comm on 2 and 4 ranks (and the non-blocking forms on
+//                 2): sizes increase, bandwidths > 0;
 //   Sweep.*       a 3-configuration grid gives one CSV row per configuration,
 //                 an invalid one with its reason.
 //
@@ -466,14 +467,15 @@ TEST(KernelTime, FlopsMatchClosedFormsAndTimesAddUp) {
 
 // ----------------------------------------------------------- bench comm ---
 
-void check_bench_comm(int np) {
-  const fs::path out = scratch() / fmt::format("bench_comm_{}.json", np);
+void check_bench_comm(int np, bool nonblocking = false) {
+  const fs::path out = scratch() / fmt::format("bench_comm_{}{}.json", np, nonblocking ? "_nb" : "");
   fs::remove(out);
   const Outcome o = sh(mpirun(np) + MESHTRAIN_BINARY + " bench comm --max-bytes 64K --iters 3 --warmup 1 --out " +
-                       out.string());
+                       out.string() + (nonblocking ? " --nonblocking" : ""));
   ASSERT_EQ(o.rc, 0) << o.output;
   const nlohmann::json j = read_json(out);
   EXPECT_EQ(j["group_size"], np);
+  EXPECT_EQ(j["nonblocking"], nonblocking);
   for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv"}) {
     SCOPED_TRACE(op);
     ASSERT_TRUE(j["results"].contains(op));
@@ -495,6 +497,7 @@ void check_bench_comm(int np) {
 
 TEST(BenchComm, TwoRanks) { check_bench_comm(2); }
 TEST(BenchComm, FourRanks) { check_bench_comm(4); }
+TEST(BenchComm, NonBlockingTwoRanks) { check_bench_comm(2, true); }
 
 // ---------------------------------------------------------------- sweep ---
 

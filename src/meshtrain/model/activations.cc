@@ -98,10 +98,15 @@ std::vector<TensorSpec> head_stash(const ModelConfig& m, const ParallelConfig& p
 int64_t head_logits_rows(const ModelConfig& m, const ParallelConfig& p) {
   // Bounded so the logits scratch stays near 64 MiB whatever the vocabulary,
   // but at least 256 rows: each pass re-reads and re-writes the whole word
-  // embedding gradient, so few passes matter more than a small scratch.
+  // embedding gradient, so few passes matter more than a small scratch. The
+  // micro-batch's rows are split evenly over the passes (no short last pass,
+  // whose matmuls would run far below the others' efficiency).
   const int64_t n = int64_t{p.micro_batch_size} * m.seq_length;
   const int64_t per_row = m.padded_vocab() / p.tp * (p.bf16 ? 2 : 4);
-  return std::clamp<int64_t>(std::max<int64_t>((int64_t{64} << 20) / std::max<int64_t>(per_row, 1), 256), 1, n);
+  const int64_t cap =
+      std::clamp<int64_t>(std::max<int64_t>((int64_t{64} << 20) / std::max<int64_t>(per_row, 1), 256), 1, n);
+  const int64_t passes = (n + cap - 1) / cap;
+  return (n + passes - 1) / passes;
 }
 
 std::vector<TensorSpec> head_working_set(const ModelConfig& m, const ParallelConfig& p) {
