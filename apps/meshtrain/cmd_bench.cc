@@ -32,6 +32,7 @@
 #include "json_file.h"
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/process_mesh.h"
+#include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
@@ -228,6 +229,7 @@ int run_bench_comm(const CommFlags& f) {
       const nlohmann::json& rf = results[ref]["fit"];
       const char* omp = std::getenv("OMP_NUM_THREADS");
       nlohmann::json j{{"bench", "comm"},
+                       {"meshtrain_commit", build_commit()},
                        {"world_size", world},
                        {"mesh", {{"tp", mesh.tp()}, {"dp", mesh.dp()}, {"pp", mesh.pp()}}},
                        {"group", f.group},
@@ -414,6 +416,7 @@ int run_bench_gemm(const GemmFlags& f) {
       hint["peak_tflops_" + dt] = peak[dt]["tflops"];
     }
     nlohmann::json j{{"bench", "gemm"},
+                     {"meshtrain_commit", build_commit()},
                      {"model", m},
                      {"omp_threads", threads},
                      {"hardware_concurrency", std::thread::hardware_concurrency()},

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/tune/planner.h"
 
@@ -90,6 +91,7 @@ int run_plan(const PlanArgs& a) {
   if (a.json) {
     nlohmann::json j = tune::plan_json(plan, a.top);
     j["planning_seconds"] = elapsed;
+    j["meshtrain_commit"] = build_commit();
     std::cout << j.dump(2) << "\n";
     return plan.ranked.empty() ? 1 : 0;
   }
@@ -143,7 +145,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
-  c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top, why_best, planning_seconds}");
+  c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top, why_best, planning_seconds, meshtrain_commit}");
   c->add_option("--csv", a->csv, "Write the whole ranked list as CSV to this file ('-': standard output)");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_plan(*a); }; });

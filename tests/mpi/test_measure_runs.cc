@@ -439,6 +439,8 @@ TEST(KernelTime, FlopsMatchClosedFormsAndTimesAddUp) {
                                    iters, gbs, report.string(), gemm.string()));
   ASSERT_EQ(o.rc, 0) << o.output;
   const nlohmann::json j = read_json(report);
+  // The report names the revision that produced it (core/build_commit.h).
+  EXPECT_FALSE(j.value("meshtrain_commit", std::string()).empty());
   const double share = std::min(1.0, std::max(1u, std::thread::hardware_concurrency()) / 4.0);
   EXPECT_DOUBLE_EQ(j["measurements"]["peak_tflops_per_rank"].get<double>(), 0.5 * share);
   EXPECT_GT(j["measurements"]["aggregate"]["compute"]["matmul_efficiency"]["median"].get<double>(), 0);

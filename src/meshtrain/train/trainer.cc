@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/memory.h"
 #include "meshtrain/core/rng.h"
@@ -363,6 +364,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   if (rank0 && !o.report_path.empty()) {
     nlohmann::json j;
     j["config"] = o;
+    j["meshtrain_commit"] = build_commit();
     j["world_size"] = mesh.world_size();
     j["losses"] = r.losses;
     j["step_times_s"] = r.step_times_s;
