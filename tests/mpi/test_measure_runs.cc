@@ -30,7 +30,9 @@
 //   row-parallel outputs; the column-parallel input gradients) and each
 //   LayerNorm output / row-parallel output gradient an all-gather, all of
 //   N*h*E as nccl-tests counts them: per block 2 all-gathers + 2
-//   reduce-scatters forward and the same backward; embedding: reduce-scatter
+//   reduce-scatters forward and the same backward, plus 2 all-gathers in
+//   the backward that gather the stashed LayerNorm-output shards again for
+//   the weight gradients (Megatron's order); embedding: reduce-scatter
 //   forward, all-gather backward; head: all-gather forward, reduce-scatter
 //   of the input gradient; plus the fp32 all-reduce of each sequence-partial
 //   gradient (LayerNorm weights and biases, position table) once per step
@@ -173,7 +175,7 @@ Expected expected_per_step(const ModelConfig& m, const ParallelConfig& p, RankCo
       if (last) add("tp", "all_reduce", mb, mb * act);
     } else {
       const double n = mb * (2 * blocks_fwd + 2 * layers);
-      add("tp", "all_gather", n, n * act);
+      add("tp", "all_gather", n + mb * 2 * layers, (n + mb * 2 * layers) * act);
       add("tp", "reduce_scatter", n, n * act);
       if (first) add("tp", "reduce_scatter", mb, mb * act), add("tp", "all_gather", mb, mb * act);
       if (last) add("tp", "all_gather", mb, mb * act), add("tp", "reduce_scatter", mb, mb * act);

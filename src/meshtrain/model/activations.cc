@@ -46,7 +46,7 @@ std::vector<TensorSpec> block_stash(const ModelConfig& m, const ParallelConfig& 
   if (recompute_this_block) return {{"input", d.ns * d.h, d.e}};
   std::vector<TensorSpec> v = {
       {"input", d.ns * d.h, d.e},          {"ln1.mean", d.ns, 4}, {"ln1.rstd", d.ns, 4},
-      {"ln1.out", d.n * d.h, d.e},         {"qkv", d.n * 3 * d.hl, d.e},
+      {"ln1.out", d.ns * d.h, d.e},         {"qkv", d.n * 3 * d.hl, d.e},
   };
   if (p.recompute != Recompute::selective) {
     v.push_back({"attn.out", d.n * d.hl, d.e});
@@ -55,7 +55,7 @@ std::vector<TensorSpec> block_stash(const ModelConfig& m, const ParallelConfig& 
   for (TensorSpec t : std::initializer_list<TensorSpec>{{"mid", d.ns * d.h, d.e},
                                                          {"ln2.mean", d.ns, 4},
                                                          {"ln2.rstd", d.ns, 4},
-                                                         {"ln2.out", d.n * d.h, d.e},
+                                                         {"ln2.out", d.ns * d.h, d.e},
                                                          {"fc.out", d.n * d.fl, d.e},
                                                          {"gelu.out", d.n * d.fl, d.e}})
     v.push_back(t);

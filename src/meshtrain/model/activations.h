@@ -43,6 +43,9 @@ int64_t allocated_bytes(const std::vector<TensorSpec>& v);
 //   selective: as none without attn.out and attn.lse (the attention core is
 //              recomputed from qkv in backward)
 //   full:      input only (the block is recomputed in backward)
+// With sequence parallelism input, mid and the LayerNorm outputs and stats
+// are this rank's sequence shard [Ns, h] (Megatron: the LayerNorm outputs
+// are all-gathered again in backward rather than stashed whole).
 // `recompute_this_block` says whether full recompute applies to this block
 // (--recompute-method/--recompute-num-layers decide which blocks do).
 std::vector<TensorSpec> block_stash(const ModelConfig& m, const ParallelConfig& p, bool recompute_this_block);
@@ -52,7 +55,8 @@ std::vector<TensorSpec> block_stash(const ModelConfig& m, const ParallelConfig& 
 //   recompute:  full: one block's full stash but its input; selective:
 //               attn.out and attn.lse (rebuilt in forward and backward)
 //   gradients:  d.ln.out [N,h], d.wide [N, max(3h,ffn)/tp], d.attn.out [N,h/tp]
-//   sequence parallel: row.out [N,h] (pre-reduce-scatter output),
+//   sequence parallel: row.out [N,h] (pre-reduce-scatter output, and the
+//               gathered LayerNorm output a column-parallel matmul reads),
 //               gathered [N,h] (all-gathered gradient)
 //   discard:    [Ns,h] outputs that nothing reads (recomputed block output,
 //               the head's input)

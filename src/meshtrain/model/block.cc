@@ -56,26 +56,27 @@ void bind_acts(BlockActs<T>& a, const TensorMap& m) {
   set(a.gelu_out, "gelu.out");
 }
 
-// LayerNorm over this rank's rows, written at their place in the full
-// [N, h] output, then gathered along the sequence (SP).
+// The input of a column-parallel matmul: the stashed LayerNorm output
+// [Ns, h], all-gathered along the sequence into `full` [N, h] with SP, else
+// the stash itself.
 template <class T>
-static void layernorm_gathered(T* out_full, float* mean, float* rstd, const T* in, const T* w, const T* b,
-                               const BlockDims& d, const TpContext& tp) {
-  T* mine = out_full + (d.sp ? tp.rank() * d.Ns() * d.h : 0);
-  kernels::layernorm_forward(mine, mean, rstd, in, w, b, static_cast<int>(d.Ns()), d.h);
-  gather_sequence(out_full, d.N(), d.h, tp);
+static const T* ln_input(const T* ln_out, T* full, const BlockDims& d, const TpContext& tp) {
+  if (!d.sp) return ln_out;
+  gather_sequence(full, ln_out, d.N(), d.h, tp);
+  return full;
 }
 
 template <class T>
 void block_forward(const BlockWeights<T>& w, const BlockActs<T>& a, T* out, const BlockScratch<T>& s,
                    const BlockDims& d, const TpContext& tp) {
-  const int N = static_cast<int>(d.N()), h = d.h, hl = d.hl(), fl = d.ffn_local;
-  layernorm_gathered(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.input, w.ln1_w, w.ln1_b, d, tp);
-  column_parallel_linear_forward(a.qkv, a.ln1_out, w.qkv_w, w.qkv_b, N, h, 3 * hl);
+  const int N = static_cast<int>(d.N()), Ns = static_cast<int>(d.Ns()), h = d.h, hl = d.hl(),
+            fl = d.ffn_local;
+  kernels::layernorm_forward(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.input, w.ln1_w, w.ln1_b, Ns, h);
+  column_parallel_linear_forward(a.qkv, ln_input(a.ln1_out, s.row_out, d, tp), w.qkv_w, w.qkv_b, N, h, 3 * hl);
   kernels::attention_forward(a.attn_out, a.attn_lse, a.qkv, d.B, d.S, d.heads_local, d.hd);
   row_parallel_linear_forward(a.mid, s.row_out, a.attn_out, w.proj_w, w.proj_b, a.input, N, hl, h, tp);
-  layernorm_gathered(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.mid, w.ln2_w, w.ln2_b, d, tp);
-  column_parallel_linear_forward(a.fc_out, a.ln2_out, w.fc_w, w.fc_b, N, h, fl);
+  kernels::layernorm_forward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.mid, w.ln2_w, w.ln2_b, Ns, h);
+  column_parallel_linear_forward(a.fc_out, ln_input(a.ln2_out, s.row_out, d, tp), w.fc_w, w.fc_b, N, h, fl);
   kernels::gelu_forward(a.gelu_out, a.fc_out, static_cast<size_t>(N) * fl);
   row_parallel_linear_forward(out, s.row_out, a.gelu_out, w.fc2_w, w.fc2_b, a.mid, N, fl, h, tp);
 }
@@ -95,15 +96,15 @@ void block_backward(const BlockWeights<T>& w, const BlockGrads& g, const BlockAc
   // MLP half: out = mid + fc2(gelu(fc(ln2(mid)))).
   row_parallel_linear_backward(s.d_wide, s.gathered, g.fc2_w, g.fc2_b, dx, a.gelu_out, w.fc2_w, N, fl, h, tp);
   kernels::gelu_backward(s.d_wide, a.fc_out, s.d_wide, static_cast<size_t>(N) * fl);
-  column_parallel_linear_backward(s.d_ln_out, d_ln_shard, g.fc_w, g.fc_b, s.d_wide, a.ln2_out, w.fc_w, N, h, fl,
-                                  tp);
+  column_parallel_linear_backward(s.d_ln_out, d_ln_shard, g.fc_w, g.fc_b, s.d_wide,
+                                  ln_input(a.ln2_out, s.row_out, d, tp), w.fc_w, N, h, fl, tp);
   kernels::layernorm_backward(dx, g.ln2_w, g.ln2_b, d_ln_shard, a.mid, w.ln2_w, a.ln2_mean, a.ln2_rstd, Ns, h,
                               /*accumulate_dinp=*/true);
   // Attention half: mid = input + proj(attention(ln1(input))).
   row_parallel_linear_backward(s.d_attn, s.gathered, g.proj_w, g.proj_b, dx, a.attn_out, w.proj_w, N, hl, h, tp);
   kernels::attention_backward(s.d_wide, s.d_attn, a.qkv, a.attn_out, a.attn_lse, d.B, d.S, d.heads_local, d.hd);
-  column_parallel_linear_backward(s.d_ln_out, d_ln_shard, g.qkv_w, g.qkv_b, s.d_wide, a.ln1_out, w.qkv_w, N, h,
-                                  3 * hl, tp);
+  column_parallel_linear_backward(s.d_ln_out, d_ln_shard, g.qkv_w, g.qkv_b, s.d_wide,
+                                  ln_input(a.ln1_out, s.row_out, d, tp), w.qkv_w, N, h, 3 * hl, tp);
   kernels::layernorm_backward(dx, g.ln1_w, g.ln1_b, d_ln_shard, a.input, w.ln1_w, a.ln1_mean, a.ln1_rstd, Ns, h,
                               /*accumulate_dinp=*/true);
 }

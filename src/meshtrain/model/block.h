@@ -7,7 +7,11 @@
 // fc2 row-parallel. Shapes on one rank, N = B*S tokens, Ns = N/tp with
 // sequence parallelism else N, hl = h/tp, fl = ffn/tp, Hl = heads/tp:
 //   input, mid, out        [Ns, h]
-//   ln1.out, ln2.out       [N, h]    (all-gathered along the sequence when SP)
+//   ln1.out, ln2.out       [Ns, h]   (stashed as this rank's sequence shard;
+//                                     with SP all-gathered to [N, h] into the
+//                                     scratch's `full` before each use by a
+//                                     column-parallel matmul: once forward,
+//                                     once more in the backward, as Megatron)
 //   qkv                    [N, Hl, 3, hd]
 //   attn.out               [N, hl];  attn.lse [B, Hl, S]
 //   fc.out, gelu.out       [N, fl]
@@ -80,7 +84,9 @@ void bind_acts(BlockActs<T>& a, const TensorMap& m);
 // Gradient and sequence-parallel scratch of one block, shared by all blocks.
 template <class T>
 struct BlockScratch {
-  T* row_out = nullptr;    // [N, h] row-parallel output before reduce-scatter (SP)
+  T* row_out = nullptr;    // [N, h] (SP) row-parallel output before reduce-scatter,
+                           // and the gathered LayerNorm output a column-parallel
+                           // matmul reads (never both at once)
   T* gathered = nullptr;   // [N, h] all-gathered output gradient (SP)
   T* d_ln_out = nullptr;   // [N, h]
   T* d_wide = nullptr;     // [N, max(3hl, fl)]

@@ -69,6 +69,11 @@ void gather_sequence(T* full, int64_t M, int64_t K, const TpContext& tp) {
   tp.comm->all_gather(Communicator::kInPlace, full, M / tp.size() * K);
 }
 
+template <class T>
+void gather_sequence(T* full, const T* shard, int64_t M, int64_t K, const TpContext& tp) {
+  tp.comm->all_gather(shard, full, M / tp.size() * K);
+}
+
 #define INSTANTIATE(T)                                                                                         \
   template void column_parallel_linear_forward<T>(T*, const T*, const T*, const T*, int, int, int);            \
   template void column_parallel_linear_backward<T>(T*, T*, float*, float*, const T*, const T*, const T*, int,  \
@@ -77,7 +82,8 @@ void gather_sequence(T* full, int64_t M, int64_t K, const TpContext& tp) {
                                                const TpContext&);                                              \
   template void row_parallel_linear_backward<T>(T*, T*, float*, float*, const T*, const T*, const T*, int, int, \
                                                 int, const TpContext&);                                        \
-  template void gather_sequence<T>(T*, int64_t, int64_t, const TpContext&);
+  template void gather_sequence<T>(T*, int64_t, int64_t, const TpContext&);                                 \
+  template void gather_sequence<T>(T*, const T*, int64_t, int64_t, const TpContext&);
 INSTANTIATE(float)
 INSTANTIATE(bf16)
 

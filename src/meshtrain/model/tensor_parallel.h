@@ -61,5 +61,9 @@ void row_parallel_linear_backward(T* dx_local, T* gathered, float* dw, float* db
 // all-gathered in place. No-op without sequence parallelism.
 template <class T>
 void gather_sequence(T* full, int64_t M, int64_t K, const TpContext& tp);
+// Sequence parallel: this rank's rows shard [M/tp, K] all-gathered into
+// full [M, K] (an all-gather on the tp group).
+template <class T>
+void gather_sequence(T* full, const T* shard, int64_t M, int64_t K, const TpContext& tp);
 
 }  // namespace meshtrain

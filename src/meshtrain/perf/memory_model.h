@@ -17,8 +17,9 @@
 //     of every micro-batch of the step (embedding_stash() x micro-batches);
 //     plus, counted once, rank_working_set(). Each list is counted as
 //     allocated: allocated_bytes(), every tensor 64-byte aligned. With
-//     sequence parallelism the LayerNorm outputs are stashed gathered (the
-//     full sequence, [N, h]), as the engine keeps them. Without flash
+//     sequence parallelism the LayerNorm outputs are stashed as this rank's
+//     sequence shard ([N/tp, h]) and gathered again in backward, as the
+//     engine and Megatron-LM do. Without flash
 //     attention (cost model only; the engine's attention is always tiled)
 //     each stashed block also keeps its softmax probabilities (b x heads/tp
 //     x s^2 elements; dropped by selective recompute), and a block's

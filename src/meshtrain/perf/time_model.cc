@@ -99,6 +99,15 @@ struct Pricer {
     return 2 * tp_sent(Collective::all_reduce, n * h * e);
   }
 
+  // With SP the backward all-gathers the two stashed LayerNorm-output
+  // shards again for the column-parallel weight gradients.
+  double block_sp_regather() const {
+    return (t > 1 && p.sequence_parallel) ? 2 * tp(Collective::all_gather, n * h * e) : 0;
+  }
+  double block_sp_regather_bytes() const {
+    return (t > 1 && p.sequence_parallel) ? 2 * tp_sent(Collective::all_gather, n * h * e) : 0;
+  }
+
   struct Block {
     ChunkCost cost;   // dp fields unused here
     double tp_bytes;  // sent per micro-batch
@@ -108,8 +117,8 @@ struct Pricer {
     const double fwd_compute = gf + attention_forward() + block_memory_forward();
     double bwd_compute = 2 * gf + attention_backward() + block_memory_backward();
     const double pass = block_tp_pass();
-    double bwd_tp = exposed_tp(pass, 2 * gf);
-    double bytes = 2 * block_tp_pass_bytes();
+    double bwd_tp = exposed_tp(pass + block_sp_regather(), 2 * gf);
+    double bytes = 2 * block_tp_pass_bytes() + block_sp_regather_bytes();
     if (recomputed) {
       bwd_compute += fwd_compute;
       bwd_tp += exposed_tp(pass, gf);
