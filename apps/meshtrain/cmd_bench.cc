@@ -94,31 +94,23 @@ struct CommFlags {
 // descheduling of a shared, oversubscribed machine, where nccl-tests' mean
 // of the loop is dominated by the slowest call), the result the mean over
 // ranks (nccl-tests' default).
-// nonblocking: the collectives through their non-blocking forms, started
-// and waited for at once (what training posts during the backward runs on
-// the same algorithms).
+// nonblocking: the collectives through their non-blocking forms, each
+// started and waited for at once; training posts its data-parallel
+// reductions this way, and MPI may run these forms on other algorithms.
 double time_op(Communicator& c, BenchOp op, float* buf, float* buf2, int64_t count, int iters, bool nonblocking) {
   const int n = c.size(), r = c.rank();
   const MPI_Datatype f32 = mpi_datatype<float>();
+  const void* in_place = Communicator::kInPlace;
   auto once = [&] {
     switch (op) {
       case BenchOp::all_reduce:
-        if (nonblocking)
-          c.iall_reduce(buf, count, f32).wait();
-        else
-          c.all_reduce(buf, count);
+        nonblocking ? c.iall_reduce(buf, count, f32).wait() : c.all_reduce(buf, count);
         break;
       case BenchOp::all_gather:
-        if (nonblocking)
-          c.iall_gather(Communicator::kInPlace, buf, count, f32).wait();
-        else
-          c.all_gather(Communicator::kInPlace, buf, count);
+        nonblocking ? c.iall_gather(in_place, buf, count, f32).wait() : c.all_gather(in_place, buf, count);
         break;
       case BenchOp::reduce_scatter:
-        if (nonblocking)
-          c.ireduce_scatter(Communicator::kInPlace, buf, count, f32).wait();
-        else
-          c.reduce_scatter(Communicator::kInPlace, buf, count);
+        nonblocking ? c.ireduce_scatter(in_place, buf, count, f32).wait() : c.reduce_scatter(in_place, buf, count);
         break;
       case BenchOp::broadcast: c.broadcast(buf, count, 0); break;
       case BenchOp::sendrecv: {
