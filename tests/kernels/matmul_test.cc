@@ -127,7 +127,8 @@ TEST_P(MatmulShapes, DeterministicAndCached) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulShapes,
                          ::testing::Values(Shape{1, 1, 1}, Shape{5, 7, 3}, Shape{17, 33, 19}, Shape{64, 48, 80},
-                                           Shape{130, 97, 67}, Shape{257, 64, 300}),
+                                           Shape{130, 97, 67}, Shape{257, 64, 300},
+                                           Shape{33, 40, 8192 + 300}),  // weight gradient in 2 blocks
                          [](const auto& info) {
                            return fmt::format("{}x{}x{}", info.param.M, info.param.K, info.param.N);
                          });

@@ -12,7 +12,8 @@
 // T = float: fp32 matmuls. T = bf16: bf16 inputs, fp32 accumulation, output
 // in T; the weight gradient is a bf16 x bf16 -> fp32 matmul that adds into
 // dweight through oneDNN's sum post-op (no separate pass), as does the
-// accumulating dinp. The bias gradient is a separate deterministic column sum
+// accumulating dinp. The weight gradient runs in blocks of 8192 rows of
+// dweight (the logits' vocabulary is ~50k wide), each row computed alone. The bias gradient is a separate deterministic column sum
 // of dout (fixed row blocks, added in block order).
 //
 // State: one CPU dnnl::engine and stream, and a cache of matmul primitives
