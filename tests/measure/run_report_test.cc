@@ -9,17 +9,7 @@
 namespace meshtrain {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig m;
-  m.name = "tiny";
-  m.num_layers = 8;
-  m.hidden_size = 32;
-  m.num_attention_heads = 4;
-  m.seq_length = 16;
-  m.max_position_embeddings = 16;
-  m.vocab_size = 200;
-  return m;
-}
+ModelConfig tiny() { return load_model_config("tiny"); }
 
 TEST(RunReport, RankFlopSharesAddUpToTheStep) {
   const ModelConfig m = tiny();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -85,25 +86,24 @@ double theoretical_bubble_fraction(const ParallelConfig& p) {
 // ------------------------------------------------------------ rank record --
 
 nlohmann::json rank_record_json(const RankRecord& r) {
+  // One array per StepRecord field, in iteration order.
+  static constexpr std::pair<const char*, double StepRecord::*> kSeconds[] = {
+      {"time_s", &StepRecord::time_s},       {"pipeline_s", &StepRecord::pipeline_s},
+      {"forward_s", &StepRecord::forward_s}, {"backward_s", &StepRecord::backward_s},
+      {"compute_s", &StepRecord::compute_s}, {"idle_s", &StepRecord::idle_s},
+      {"optimizer_s", &StepRecord::optimizer_s}, {"matmul_s", &StepRecord::matmul_s},
+      {"matmul_flops", &StepRecord::matmul_flops}, {"attention_s", &StepRecord::attention_s},
+      {"attention_flops", &StepRecord::attention_flops}};
+  static constexpr std::pair<const char*, int64_t StepRecord::*> kCounts[] = {
+      {"loss_tokens", &StepRecord::loss_tokens}, {"step_tokens", &StepRecord::step_tokens}};
   nlohmann::json steps = nlohmann::json::object();
   auto col = [&](const char* name, auto field) {
     nlohmann::json a = nlohmann::json::array();
-    for (const StepRecord& s : r.steps) a.push_back(field(s));
+    for (const StepRecord& s : r.steps) a.push_back(s.*field);
     steps[name] = std::move(a);
   };
-  col("time_s", [](const StepRecord& s) { return s.time_s; });
-  col("pipeline_s", [](const StepRecord& s) { return s.pipeline_s; });
-  col("forward_s", [](const StepRecord& s) { return s.forward_s; });
-  col("backward_s", [](const StepRecord& s) { return s.backward_s; });
-  col("compute_s", [](const StepRecord& s) { return s.compute_s; });
-  col("idle_s", [](const StepRecord& s) { return s.idle_s; });
-  col("optimizer_s", [](const StepRecord& s) { return s.optimizer_s; });
-  col("matmul_s", [](const StepRecord& s) { return s.matmul_s; });
-  col("matmul_flops", [](const StepRecord& s) { return s.matmul_flops; });
-  col("attention_s", [](const StepRecord& s) { return s.attention_s; });
-  col("attention_flops", [](const StepRecord& s) { return s.attention_flops; });
-  col("loss_tokens", [](const StepRecord& s) { return s.loss_tokens; });
-  col("step_tokens", [](const StepRecord& s) { return s.step_tokens; });
+  for (const auto& [name, field] : kSeconds) col(name, field);
+  for (const auto& [name, field] : kCounts) col(name, field);
   nlohmann::json mem = nlohmann::json::object();
   for (int i = 0; i < kNumMemCategories; ++i)
     mem[std::string(mem_category_name(MemCategory(i)))] = r.memory.peak[i];

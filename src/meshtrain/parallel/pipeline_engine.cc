@@ -232,6 +232,7 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
     expected_[wu - layout_.units().data()] *= 2;
   Communicator& pp = mesh_.pp_group();
   const int64_t count = bd_.Ns() * bd_.h;
+  st.actions.reserve(schedule_.stages[mesh_.coord().pp].size());
   for (const Action& a : schedule_.stages[mesh_.coord().pp]) {
     const bool bwd_action = a.kind == ActionKind::recv_backward || a.kind == ActionKind::backward ||
                             a.kind == ActionKind::send_backward;

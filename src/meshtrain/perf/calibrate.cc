@@ -47,20 +47,28 @@ void calibrate_compute(SystemSpec& s, const nlohmann::json& gemm, const HostInfo
 }
 
 // A bench comm operation in the terms of collective.h: its ring steps and
-// bus factor over n ranks (sendrecv is one point-to-point message).
+// bus factor over n ranks, and the model's time for it (sendrecv is one
+// point-to-point message).
 struct BenchedOp {
   const char* bench_name;
   LinkOp op;
   int steps;
   double factor;
+  double (*model_s)(const SystemSpec& s, double bytes, int n);
 };
+
+template <Collective kind>
+double ring_s(const SystemSpec& s, double bytes, int n) {
+  return collective_time(s, kind, bytes, n, 1);
+}
+double p2p_s(const SystemSpec& s, double bytes, int) { return p2p_time(s, bytes, 0, 1); }
 
 std::vector<BenchedOp> benched_ops(int n) {
   const double f = double(n - 1) / n;
-  return {{"all_reduce", LinkOp::all_reduce, 2 * (n - 1), 2 * f},
-          {"all_gather", LinkOp::all_gather, n - 1, f},
-          {"reduce_scatter", LinkOp::reduce_scatter, n - 1, f},
-          {"sendrecv", LinkOp::p2p, 1, 1.0}};
+  return {{"all_reduce", LinkOp::all_reduce, 2 * (n - 1), 2 * f, ring_s<Collective::all_reduce>},
+          {"all_gather", LinkOp::all_gather, n - 1, f, ring_s<Collective::all_gather>},
+          {"reduce_scatter", LinkOp::reduce_scatter, n - 1, f, ring_s<Collective::reduce_scatter>},
+          {"sendrecv", LinkOp::p2p, 1, 1.0, p2p_s}};
 }
 
 void calibrate_link(SystemSpec& s, const nlohmann::json& comm, const HostInfo& host) {
@@ -146,13 +154,7 @@ std::vector<CommCheck> check_comm(const SystemSpec& s, const nlohmann::json& com
     if (!comm.contains("results") || !comm["results"].contains(o.bench_name)) continue;
     for (const auto& p : comm["results"][o.bench_name]["points"]) {
       const double b = p.at("bytes").get<double>();
-      const double model = o.op == LinkOp::p2p ? p2p_time(s, b, 0, 1)
-                           : collective_time(s,
-                                             o.op == LinkOp::all_reduce   ? Collective::all_reduce
-                                             : o.op == LinkOp::all_gather ? Collective::all_gather
-                                                                          : Collective::reduce_scatter,
-                                             b, n, 1);
-      out.push_back({o.bench_name, b, p.at("time_s").get<double>(), model});
+      out.push_back({o.bench_name, b, p.at("time_s").get<double>(), o.model_s(s, b, n)});
     }
   }
   return out;
