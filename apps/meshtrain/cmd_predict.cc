@@ -1,6 +1,6 @@
 // meshtrain predict: what one configuration costs on a described system,
 // without running it (perf/predict.h). Flags are Megatron-LM's; the output
-// is a table, or with --json the contract of DESIGN.md.
+// is a table, or with --json the contract of docs/ARCHITECTURE.md.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/predict.h"
 
@@ -89,6 +90,7 @@ int run_predict(const PredictArgs& a) {
     j["model"] = m;
     j["system"] = sys.name;
     j["num_gpus"] = a.num_gpus;
+    j["meshtrain_commit"] = build_commit();
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -154,7 +156,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
-  c->add_flag("--json", a->json, "One JSON object (DESIGN.md contract)");
+  c->add_flag("--json", a->json, "One JSON object (contract: docs/ARCHITECTURE.md)");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_predict(*a); }; });
 }

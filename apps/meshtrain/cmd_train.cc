@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -202,6 +203,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--eval-iters", o.eval_iters, "Validation batches per evaluation")->capture_default_str()->group(g);
   cmd->add_option("--log-interval", o.log_interval, "Print every N iterations")->capture_default_str()->group(g);
   cmd->add_flag("--quiet", o.quiet, "No per-iteration output")->group(g);
+  const std::map<std::string, LiveOutput> progress{
+      {"auto", LiveOutput::automatic}, {"on", LiveOutput::on}, {"off", LiveOutput::off}};
+  cmd->add_option("--progress", o.progress,
+                  "Progress bar and ETA: auto (only on a terminal, never under a launcher), on, off")
+      ->transform(CLI::CheckedTransformer(progress))->default_str("auto")->group(g);
   g = "Measurement";
   cmd->add_option("--report", o.report_path, "Write the run report (JSON) here")->group(g);
   cmd->add_option("--trace", o.trace_path, "Write a Chrome trace (Perfetto) here")->group(g);

@@ -94,7 +94,16 @@ void from_json(const nlohmann::json& j, ModelConfig& m) {
 
 std::string config_root() {
   if (const char* e = std::getenv("MESHTRAIN_CONFIG_DIR")) return e;
-  return MESHTRAIN_SOURCE_CONFIG_DIR;
+  // An installed binary (PREFIX/bin/meshtrain) reads PREFIX/share/meshtrain/configs,
+  // wherever it is run from; a binary in its build tree reads the source tree.
+  static const std::string installed = [] {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return std::string();
+    const std::filesystem::path dir = exe.parent_path().parent_path() / "share" / "meshtrain" / "configs";
+    return std::filesystem::is_directory(dir, ec) ? dir.string() : std::string();
+  }();
+  return installed.empty() ? MESHTRAIN_SOURCE_CONFIG_DIR : installed;
 }
 
 ModelConfig load_model_config(const std::string& name_or_path) {

@@ -50,7 +50,9 @@ void from_json(const nlohmann::json& j, ModelConfig& m);
 // Loads a preset by name ("tiny", "22b") from configs/models, or a JSON path.
 ModelConfig load_model_config(const std::string& name_or_path);
 
-// The folder holding configs/ (the source tree, or MESHTRAIN_CONFIG_DIR).
+// The folder holding the model and system presets: MESHTRAIN_CONFIG_DIR when
+// set, else PREFIX/share/meshtrain/configs beside an installed binary, else the
+// source tree's configs/.
 std::string config_root();
 
 }  // namespace meshtrain

@@ -205,7 +205,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   const ParallelConfig& p = o.parallel;
   const ModelConfig& m = o.model;
   const bool rank0 = mesh.rank() == 0;
-  const bool tty = rank0 && !o.quiet && isatty(fileno(stdout));
+  const bool tty = rank0 && !o.quiet && live_output_enabled(o.progress);
   BatchSource data(o);  // opens and validates the data before the big allocations
 
   PipelineEngine<T> engine(m, p, mesh, o.seed);
