@@ -96,6 +96,15 @@ TEST(HfConfig, UnrepresentableFieldsAreNamed) {
   EXPECT_NE(error_of(j).find("mlp_bias"), std::string::npos) << error_of(j);
   j["mlp_bias"] = true;
   EXPECT_TRUE(model_from_hf_config(j, "x").bias_linear);
+  nlohmann::json g = nlohmann::json::parse(std::ifstream(hf("gpt2")));
+  g["activation_function"] = "relu";
+  EXPECT_NE(error_of(g).find("activation_function"), std::string::npos) << error_of(g);
+  g["activation_function"] = "gelu_new";
+  g["scale_attn_by_inverse_layer_idx"] = true;
+  EXPECT_NE(error_of(g).find("scale_attn_by_inverse_layer_idx"), std::string::npos) << error_of(g);
+  g.erase("scale_attn_by_inverse_layer_idx");
+  g.erase("architectures");  // model_type alone names it
+  EXPECT_EQ(model_from_hf_config(g, "x").hidden_size, 768);
 }
 
 }  // namespace

@@ -84,6 +84,9 @@ ModelConfig from_gpt2(const json& j) {
         "Hugging Face config: activation_function '{}' is not supported (the engine's GELU is the tanh form, gelu_new)",
         act);
   check_epsilon(j, "layer_norm_epsilon");
+  check(field_or<bool>(j, "scale_attn_weights", true), "Hugging Face config: scale_attn_weights false is not supported");
+  for (const char* k : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"})
+    check(!field_or<bool>(j, k, false), "Hugging Face config: {} true is not supported", k);
   return m;
 }
 

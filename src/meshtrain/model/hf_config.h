@@ -9,7 +9,8 @@
 //     (hidden / heads if given), rope_scaling (null)
 //   GPT-2: n_embd, n_layer, n_head, n_inner (null: 4 x n_embd), n_positions,
 //     vocab_size, activation_function (gelu_new), layer_norm_epsilon (1e-5),
-//     tie_word_embeddings (default true)
+//     tie_word_embeddings (default true), scale_attn_weights (true),
+//     scale_attn_by_inverse_layer_idx and reorder_and_upcast_attn (false)
 //
 // The engine's choices: RMSNorm + SwiGLU + rotary + no biases for Llama,
 // LayerNorm + GELU + learned positions + biases for GPT-2. A field whose
