@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_flags.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/predict.h"
@@ -21,7 +22,8 @@ namespace {
 struct PredictArgs {
   std::string model, system;
   int num_gpus = 0;
-  std::optional<int> num_layers, hidden_size, heads, kv_heads, ffn, seq_length, max_positions, vocab_size;
+  std::optional<int> num_layers, hidden_size, heads, ffn, seq_length, max_positions, vocab_size;
+  ArchFlags arch;
   int micro_batch_size = 1;
   std::optional<int> global_batch_size;
   int tp = 1, pp = 1;
@@ -49,11 +51,11 @@ int run_predict(const PredictArgs& a) {
   if (a.num_layers) m.num_layers = *a.num_layers;
   if (a.hidden_size) m.hidden_size = *a.hidden_size;
   if (a.heads) m.num_attention_heads = *a.heads;
-  if (a.kv_heads) m.num_kv_heads = *a.kv_heads;
   if (a.ffn) m.ffn_hidden_size = *a.ffn;
   if (a.seq_length) m.seq_length = *a.seq_length;
   if (a.max_positions) m.max_position_embeddings = *a.max_positions;
   if (a.vocab_size) m.vocab_size = *a.vocab_size;
+  apply_arch_flags(a.arch, m);
   m.validate();
   const perf::SystemSpec sys = perf::load_system_spec(a.system);
 
@@ -133,11 +135,11 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--num-layers", a->num_layers);
   c->add_option("--hidden-size", a->hidden_size);
   c->add_option("--num-attention-heads", a->heads);
-  c->add_option("--num-query-groups", a->kv_heads, "Key/value heads (grouped-query attention)");
   c->add_option("--ffn-hidden-size", a->ffn);
   c->add_option("--seq-length", a->seq_length);
   c->add_option("--max-position-embeddings", a->max_positions);
   c->add_option("--vocab-size", a->vocab_size, "Default: the model file's, else 50257 (GPT-2 BPE)");
+  add_arch_flags(c, a->arch, "Architecture (overrides --model)");
   c->add_option("--micro-batch-size", a->micro_batch_size);
   c->add_option("--global-batch-size", a->global_batch_size, "Default: micro-batch-size x data-parallel size");
   c->add_option("--tensor-model-parallel-size", a->tp);
