@@ -70,6 +70,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "name", s.name);
   get(j, "description", s.description);
   get(j, "devices_per_node", s.devices_per_node);
+  get(j, "cv_abs_error", s.prediction_error);
   if (j.contains("compute")) {
     const auto& c = j.at("compute");
     get(c, "peak_tflops_bf16", s.compute.peak_tflops_bf16);
@@ -173,6 +174,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"latency_us", s.network.latency_s * 1e6},
         {"efficiency", s.network.efficiency}}},
       {"sources", s.sources}};
+  if (s.prediction_error > 0) j["cv_abs_error"] = s.prediction_error;
 }
 
 SystemSpec load_system_spec(const std::string& name_or_path) {
