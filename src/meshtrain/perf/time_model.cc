@@ -232,13 +232,17 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
       const double buckets = std::ceil(n / limit);
       return buckets * dp_time(k, n / buckets * bytes_per_element);
     }
-    double t = 0;
+    double t = 0, last_n = -1, last_t = 0;  // blocks repeat one size: price it once
     const ChunkUnits& cu = L.chunk_order[c];
     for (const auto* list : {&cu.embedding, &cu.blocks, &cu.head})
       for (int u : *list) {
         const double n = double(L.unit_numel[u]);
-        const double k_calls = std::max(double(calls), limit > 0 ? std::ceil(n / limit) : 1.0);
-        t += k_calls * dp_time(k, n / k_calls * bytes_per_element);
+        if (n != last_n) {
+          const double k_calls = std::max(double(calls), limit > 0 ? std::ceil(n / limit) : 1.0);
+          last_n = n;
+          last_t = k_calls * dp_time(k, n / k_calls * bytes_per_element);
+        }
+        t += last_t;
       }
     return t;
   };
