@@ -25,12 +25,12 @@ TEST(Collectives, RingLatencyGrowsWithTheGroupTreeDoesNot) {
   EXPECT_EQ(collective_time(s, Collective::reduce_scatter, tiny, 1024, 1), ag1024);
 }
 
-ModelConfig gpt530b() {
+ModelConfig gpt(int layers, int hidden, int heads) {
   ModelConfig m;
-  m.name = "530b";
-  m.num_layers = 105;
-  m.hidden_size = 20480;
-  m.num_attention_heads = 128;
+  m.name = "test";
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
   m.seq_length = 2048;
   m.vocab_size = 51200;
   return m;
@@ -48,7 +48,7 @@ ParallelConfig zero3(int dp, int micro_batch) {
 }
 
 TEST(ZeroRuntime, DeepSpeedBoundsTheBuffersAWholeBlockWouldNeed) {
-  const ModelConfig m = gpt530b();
+  const ModelConfig m = gpt(105, 20480, 128);  // MT-NLG 530B
   const ParallelConfig p = zero3(640, 1);
   PerfCache cache;
   const ZeroRuntime ds = framework_profile("deepspeed-zero3").options.zero;
@@ -65,13 +65,7 @@ TEST(ZeroRuntime, DeepSpeedBoundsTheBuffersAWholeBlockWouldNeed) {
 // micro-batch 1 on 1,024 GPUs cost nearly as much as one at micro-batch 4:
 // throughput per GPU falls with the per-GPU batch.
 TEST(ZeroRuntime, ThroughputFallsWithThePerGpuBatchAtScale) {
-  ModelConfig m;
-  m.name = "20b";
-  m.num_layers = 44;
-  m.hidden_size = 6144;
-  m.num_attention_heads = 64;
-  m.seq_length = 2048;
-  m.vocab_size = 51200;
+  const ModelConfig m = gpt(44, 6144, 64);  // 20B
   const SystemSpec s = load_system_spec("dgx-a100-80gb");
   const PerfOptions o = framework_profile("deepspeed-zero3").options;
   PerfCache cache;

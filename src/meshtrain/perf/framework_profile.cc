@@ -8,105 +8,74 @@ namespace meshtrain::perf {
 
 namespace {
 
-// DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
-// stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients reduced
-// in the fp16/bf16 model dtype; a block is gathered per sub-module.
-ZeroRuntime deepspeed_zero() { return {1e9, 5e8, true, 0, 6}; }
+// What a framework offers, in FrameworkProfile's order.
+struct Features {
+  bool interleaving, sequence_parallel, selective_recompute, partial_recompute, flash_attention;
+};
+
+FrameworkProfile make(std::string name, Features f, std::vector<int> zero_stages, PerfOptions o, std::string basis) {
+  FrameworkProfile p;
+  p.name = std::move(name);
+  p.interleaving = f.interleaving;
+  p.sequence_parallel = f.sequence_parallel;
+  p.selective_recompute = f.selective_recompute;
+  p.partial_recompute = f.partial_recompute;
+  p.flash_attention = f.flash_attention;
+  p.zero_stages = std::move(zero_stages);
+  p.options = o;
+  p.basis = std::move(basis);
+  return p;
+}
+
+PerfOptions overlapping(bool grad, bool param, bool tp, bool p2p, ZeroRuntime z = {}) {
+  PerfOptions o;
+  o.overlap_grad_reduce = grad;
+  o.overlap_param_gather = param;
+  o.tp_comm_overlap = tp;
+  o.overlap_p2p_comm = p2p;
+  o.zero = z;
+  return o;
+}
 
 std::vector<FrameworkProfile> build() {
-  std::vector<FrameworkProfile> v;
-  FrameworkProfile p;
-
-  p = {};
-  p.name = "megatron-lm-2021";
-  p.sequence_parallel = false;
-  p.selective_recompute = false;
-  p.partial_recompute = false;
-  p.flash_attention = false;
-  p.zero_stages = {0};
-  p.basis = "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism and "
-            "selective recompute and the block recompute method arrive with Korthikanti et al. 2022 (Megatron-LM v3.0), the distributed optimizer "
-            "(--use-distributed-optimizer) in late 2022; no fused attention kernel";
-  v.push_back(p);
-
-  p = {};
-  p.name = "megatron-lm-2022";
-  p.flash_attention = false;
-  p.zero_stages = {0};
-  p.basis = "Megatron-LM v3.0 (Korthikanti et al. 2022): --sequence-parallel, --recompute-granularity selective; "
-            "no distributed optimizer in the published runs, no flash attention (added 2023)";
-  v.push_back(p);
-
-  p = {};
-  p.name = "megatron-deepspeed-2021";
-  p.interleaving = false;
-  p.sequence_parallel = false;
-  p.selective_recompute = false;
-  p.partial_recompute = false;
-  p.flash_attention = false;
-  p.zero_stages = {0, 1};
-  p.basis = "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
-            "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
-            "Megatron's 2021 tensor parallelism without sequence parallelism";
-  v.push_back(p);
-
-  p = v.back();
-  p.name = "megatron-deepspeed-2023";
-  p.flash_attention = true;
-  p.basis = "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
-            "megatron-deepspeed-2021 plus fused attention";
-  v.push_back(p);
-
-  p = {};
-  p.name = "megatron-core-2024";
-  p.options.overlap_grad_reduce = p.options.overlap_param_gather = true;
-  p.options.tp_comm_overlap = p.options.overlap_p2p_comm = true;
-  p.basis = "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed optimizer, "
-            "TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap and "
-            "overlapped pipeline sends as its README's H100 table lists";
-  v.push_back(p);
-
-  p = {};
-  p.name = "deepspeed-zero3";
-  p.interleaving = false;
-  p.sequence_parallel = false;
-  p.selective_recompute = false;
-  p.partial_recompute = false;
-  p.flash_attention = false;
-  p.zero_stages = {3};
-  p.options.overlap_grad_reduce = true;
-  p.options.zero = deepspeed_zero();
-  p.basis = "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
-            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
-            "reduction; activation checkpointing full or none";
-  v.push_back(p);
-
-  p = {};
-  p.name = "fsdp-2022";
-  p.interleaving = false;
-  p.sequence_parallel = false;
-  p.selective_recompute = false;
-  p.partial_recompute = false;
-  p.flash_attention = false;
-  p.zero_stages = {3};
-  p.options.overlap_grad_reduce = true;
-  p.options.zero = {0, 0, true, 1, 1};
-  p.basis = "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
-            "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
-            "reduce-scattered in fp16 overlapping the backward";
-  v.push_back(p);
-
-  p = {};
-  p.name = "torchtitan-2024";
-  p.interleaving = false;
-  p.zero_stages = {3};
-  p.options.overlap_grad_reduce = true;
-  p.options.zero = {0, 0, false, 1, 1};
-  p.basis = "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
-            "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
-            "(flash) attention, selective or full activation checkpointing";
-  v.push_back(p);
-  return v;
+  // DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
+  // stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
+  // reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
+  const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6};
+  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1}, fsdp2_fp32{0, 0, false, 1, 1};
+  const PerfOptions none;
+  return {
+      make("megatron-lm-2021", {true, false, false, false, false}, {0}, none,
+           "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism, selective "
+           "recompute and the block recompute method arrive with Korthikanti et al. 2022 (Megatron-LM v3.0), the "
+           "distributed optimizer (--use-distributed-optimizer) in late 2022; no fused attention kernel"),
+      make("megatron-lm-2022", {true, true, true, true, false}, {0}, none,
+           "Megatron-LM v3.0 (Korthikanti et al. 2022): --sequence-parallel, --recompute-granularity selective; "
+           "no distributed optimizer in the published runs, no flash attention (added 2023)"),
+      make("megatron-deepspeed-2021", {false, false, false, false, false}, {0, 1}, none,
+           "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
+           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
+           "Megatron's 2021 tensor parallelism without sequence parallelism"),
+      make("megatron-deepspeed-2023", {false, false, false, false, true}, {0, 1}, none,
+           "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
+           "megatron-deepspeed-2021 plus fused attention"),
+      make("megatron-core-2024", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
+           "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed "
+           "optimizer, TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather "
+           "--tp-comm-overlap and overlapped pipeline sends as its README's H100 table lists"),
+      make("deepspeed-zero3", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, deepspeed),
+           "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
+           "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
+           "reduction; activation checkpointing full or none"),
+      make("fsdp-2022", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
+           "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
+           "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
+           "reduce-scattered in fp16 overlapping the backward"),
+      make("torchtitan-2024", {false, true, true, true, true}, {3}, overlapping(true, false, false, false, fsdp2_fp32),
+           "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
+           "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
+           "(flash) attention, selective or full activation checkpointing"),
+  };
 }
 
 }  // namespace
