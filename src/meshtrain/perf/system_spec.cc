@@ -36,6 +36,8 @@ void SystemSpec::validate() const {
   check(network.nics_per_node >= 1 && network.nic_bandwidth_gbs > 0, "system {}: network needs NICs with bandwidth",
         name);
   if (devices_per_node > 1) check(!links.empty(), "system {}: a node of several devices needs link classes", name);
+  check(prediction_error >= 0 && prediction_error < 1, "system {}: cv_abs_error must be in [0, 1) (got {})", name,
+        prediction_error);
   for (size_t i = 0; i < links.size(); ++i) {
     check(links[i].bandwidth_gbs > 0, "system {}: link {} needs a positive bandwidth", name, links[i].name);
     check(links[i].span >= 2 && devices_per_node % links[i].span == 0,
