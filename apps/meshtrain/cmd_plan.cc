@@ -91,6 +91,8 @@ int run_plan(const PlanArgs& a) {
   if (a.json) {
     nlohmann::json j = tune::plan_json(plan, a.top);
     j["planning_seconds"] = elapsed;
+    j["prediction_error"] = sys.prediction_error;
+    j["within_error_of_best"] = tune::within_error_of_best(plan, sys.prediction_error);
     j["meshtrain_commit"] = build_commit();
     std::cout << j.dump(2) << "\n";
     return plan.ranked.empty() ? 1 : 0;
@@ -114,6 +116,10 @@ int run_plan(const PlanArgs& a) {
                r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
   }
   fmt::print("\n{}\n", tune::why_best(plan));
+  if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)
+    fmt::print("the best and the next {} candidate(s) are within each other's +-{:.0f}% (this system's "
+               "leave-one-source-out error): the ranking among them is not resolved by the model\n",
+               n, 100 * sys.prediction_error);
   return 0;
 }
 

@@ -93,6 +93,9 @@ int run_predict(const PredictArgs& a) {
     j["system"] = sys.name;
     j["num_gpus"] = a.num_gpus;
     j["meshtrain_commit"] = build_commit();
+    if (sys.prediction_error > 0)  // the system's leave-one-source-out error
+      j["tokens_per_s_interval"] = {r.tokens_per_s * (1 - sys.prediction_error),
+                                    r.tokens_per_s * (1 + sys.prediction_error)};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -116,6 +119,10 @@ int run_predict(const PredictArgs& a) {
              t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.dp_comm,
              pct(t.dp_comm), t.bubble, pct(t.bubble), t.optimizer, pct(t.optimizer));
   fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
+  if (sys.prediction_error > 0)
+    fmt::print("  interval {:.4g} - {:.4g} tokens/s (+-{:.0f}%: this system's leave-one-source-out error)\n",
+               r.tokens_per_s * (1 - sys.prediction_error), r.tokens_per_s * (1 + sys.prediction_error),
+               100 * sys.prediction_error);
   fmt::print("  model TFLOP/s per GPU    {:.4g}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
   fmt::print("  hardware TFLOP/s per GPU {:.4g}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
   fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);

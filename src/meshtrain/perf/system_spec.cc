@@ -36,6 +36,8 @@ void SystemSpec::validate() const {
   check(network.nics_per_node >= 1 && network.nic_bandwidth_gbs > 0, "system {}: network needs NICs with bandwidth",
         name);
   if (devices_per_node > 1) check(!links.empty(), "system {}: a node of several devices needs link classes", name);
+  check(prediction_error >= 0 && prediction_error < 1, "system {}: cv_abs_error must be in [0, 1) (got {})", name,
+        prediction_error);
   for (size_t i = 0; i < links.size(); ++i) {
     check(links[i].bandwidth_gbs > 0, "system {}: link {} needs a positive bandwidth", name, links[i].name);
     check(links[i].span >= 2 && devices_per_node % links[i].span == 0,
@@ -70,6 +72,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "name", s.name);
   get(j, "description", s.description);
   get(j, "devices_per_node", s.devices_per_node);
+  get(j, "cv_abs_error", s.prediction_error);
   if (j.contains("compute")) {
     const auto& c = j.at("compute");
     get(c, "peak_tflops_bf16", s.compute.peak_tflops_bf16);
@@ -173,6 +176,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"latency_us", s.network.latency_s * 1e6},
         {"efficiency", s.network.efficiency}}},
       {"sources", s.sources}};
+  if (s.prediction_error > 0) j["cv_abs_error"] = s.prediction_error;
 }
 
 SystemSpec load_system_spec(const std::string& name_or_path) {
