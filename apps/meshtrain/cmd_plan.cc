@@ -1,8 +1,8 @@
 // meshtrain plan: every candidate layout of a model on a system, costed by
 // the performance model and ranked by predicted throughput (tune/planner.h).
 #include <chrono>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <optional>
 
@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/tune/planner.h"
 
 namespace meshtrain::cli {
@@ -53,6 +54,7 @@ void write_csv(std::ostream& out, const tune::Plan& plan) {
 }
 
 int run_plan(const PlanArgs& a) {
+  const OutputFile csv = OutputFile::open(a.csv, "plan table");  // a bad path fails before planning
   ModelConfig m = load_model_config(a.model);
   if (a.seq_length) {
     m.seq_length = *a.seq_length;
@@ -80,13 +82,10 @@ int run_plan(const PlanArgs& a) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (!a.csv.empty()) {
-    if (a.csv == "-") {
-      write_csv(std::cout, plan);
-      return plan.ranked.empty() ? 1 : 0;
-    }
-    std::ofstream f(a.csv);
-    check(f.good(), "cannot write '{}'", a.csv);
-    write_csv(f, plan);
+    std::ostringstream table;
+    write_csv(table, plan);
+    csv.write({table.str()});
+    if (csv.kind() == OutputFile::Kind::standard_output) return plan.ranked.empty() ? 1 : 0;
   }
   if (a.json) {
     nlohmann::json j = tune::plan_json(plan, a.top);
@@ -133,7 +132,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_option("--num-gpus", a->num_gpus)->required();
   c->add_option("--global-batch-size", a->global_batch_size)->required();
   c->add_option("--seq-length", a->seq_length);
-  c->add_option("--top", a->top, "Candidates to show (default 5)");
+  c->add_option("--top", a->top, "Candidates to show (default 5)")->check(CLI::NonNegativeNumber);
   c->add_option("--tensor-model-parallel-size", a->tp, "Fix TP instead of searching it");
   c->add_option("--pipeline-model-parallel-size", a->pp, "Fix PP instead of searching it");
   c->add_option("--zero-stage", a->zero_stage, "Fix the ZeRO stage instead of searching it");

@@ -63,11 +63,15 @@ int run_predict(const PredictArgs& a) {
   p.tp = a.tp;
   p.pp = a.pp;
   check(a.num_gpus > 0, "num-gpus must be positive (got {})", a.num_gpus);
+  check(a.tp > 0 && a.pp > 0, "tensor- and pipeline-model-parallel sizes must be positive (got {} and {})", a.tp, a.pp);
+  check(a.micro_batch_size > 0, "micro-batch-size must be positive (got {})", a.micro_batch_size);
+  check(a.global_batch_size || int64_t{a.micro_batch_size} * a.num_gpus <= INT32_MAX,
+        "micro-batch-size {} x data-parallel ranks exceeds {}", a.micro_batch_size, INT32_MAX);
   // validate() names the constraint when the GPUs do not divide into TP x PP.
-  if (a.tp > 0 && a.pp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.pp));
+  p.dp = int(std::max<int64_t>(1, a.num_gpus / (int64_t{a.tp} * a.pp)));
   if (a.layers_per_virtual_stage) {
     const int n = *a.layers_per_virtual_stage;
-    check(n > 0 && m.num_layers % (a.pp * n) == 0,
+    check(n > 0 && int64_t{a.pp} * n <= m.num_layers && m.num_layers % (a.pp * n) == 0,
           "num-layers {} is not divisible by pipeline-model-parallel-size x num-layers-per-virtual-pipeline-stage = {}",
           m.num_layers, a.pp * n);
     p.vpp = m.num_layers / (a.pp * n);

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/core/checked.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/hf_config.h"
 
@@ -17,19 +19,28 @@
 namespace meshtrain {
 
 int64_t ModelConfig::block_parameters() const {
+  // Shapes pass validate() first; the products are checked all the same.
+  const char* what = "the parameter count of one block";
   const int64_t h = hidden_size, f = ffn(), kv = static_cast<int64_t>(kv_heads()) * head_dim();
   const int64_t b = bias_linear ? 1 : 0;
-  const int64_t attn = h * (h + 2 * kv) + b * (h + 2 * kv) + h * h + b * h;  // qkv + proj
-  const int64_t mlp = gated_mlp ? 3 * h * f + b * (2 * f + h) : 2 * h * f + b * (f + h);
+  const int64_t qkv = checked_add(h, 2 * kv, what);
+  const int64_t attn =
+      checked_add(checked_mul(h, qkv, what), checked_mul(h, h, what), what) + b * (qkv + h);  // qkv + proj
+  const int64_t hf = checked_mul(h, f, what);
+  const int64_t mlp =
+      checked_add(checked_mul(gated_mlp ? 3 : 2, hf, what), b * ((gated_mlp ? 2 * f : f) + h), what);
   const int64_t norms = rmsnorm ? 2 * h : 4 * h;
-  return attn + mlp + norms;
+  return checked_add(checked_add(attn, mlp, what), norms, what);
 }
 
 int64_t ModelConfig::num_parameters() const {
+  const char* what = "the model's parameter count";
   const int64_t h = hidden_size;
-  int64_t n = padded_vocab() * h + (learned_positions ? int64_t{max_positions()} * h : 0);
-  n += num_layers * block_parameters() + (rmsnorm ? h : 2 * h);  // final norm
-  if (!tied_embeddings) n += padded_vocab() * h;
+  const int64_t words = checked_mul(padded_vocab(), h, what);
+  int64_t n = checked_add(words, learned_positions ? checked_mul(max_positions(), h, what) : 0, what);
+  n = checked_add(n, checked_mul(num_layers, block_parameters(), what), what);
+  n = checked_add(n, rmsnorm ? h : 2 * h, what);  // final norm
+  if (!tied_embeddings) n = checked_add(n, words, what);
   return n;
 }
 
@@ -49,6 +60,10 @@ void ModelConfig::validate() const {
         "num-attention-heads {} is not divisible by num-kv-heads {}", num_attention_heads, kv_heads());
   check(seq_length <= max_positions(), "seq-length {} exceeds max-position-embeddings {}", seq_length,
         max_positions());
+  check(ffn_hidden_size > 0 || hidden_size <= INT32_MAX / 4,
+        "hidden-size {} is too large: the default ffn-hidden-size 4 x {} does not fit in 32 bits", hidden_size,
+        hidden_size);
+  num_parameters();  // throws when the count overflows 64 bits
   check(!(rotary && learned_positions), "rotary and learned position embeddings exclude each other");
   check(!rotary || head_dim() % 2 == 0, "rotary position embedding needs an even head dimension (got {})", head_dim());
   check(!rotary || (rotary_base > 0 && std::isfinite(rotary_base)), "rotary-base must be positive (got {})",
@@ -98,13 +113,31 @@ void from_json(const nlohmann::json& j, ModelConfig& m) {
                                 "gated_mlp", "tied_embeddings", "learned_positions", "padded_vocab_size",
                                 "parameters", "description", "position_embedding_type", "rotary_base",
                                 "normalization", "add_bias_linear"};
+  check(j.is_object(), "a model description is a JSON object (got {})", j.type_name());
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok |= it.key() == k;
     check(ok, "unknown model field '{}'", it.key());
   }
+  // Integer fields must be JSON integers within int's range: 2.7 or
+  // 4294967360 are errors, never truncated or wrapped.
   auto get = [&](const char* k, auto& v) {
-    if (j.contains(k)) j.at(k).get_to(v);
+    if (!j.contains(k)) return;
+    const nlohmann::json& x = j.at(k);
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, int>) {
+      check(x.is_number_integer(), "model field '{}' must be an integer (got {})", k, x.dump());
+      const bool fits = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t{INT32_MAX}
+                                               : x.get<int64_t>() >= INT32_MIN && x.get<int64_t>() <= INT32_MAX;
+      check(fits, "model field '{}' = {} is out of range (at most {})", k, x.dump(), INT32_MAX);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      check(x.is_boolean(), "model field '{}' must be true or false (got {})", k, x.dump());
+    } else if constexpr (std::is_same_v<T, double>) {
+      check(x.is_number(), "model field '{}' must be a number (got {})", k, x.dump());
+    } else {
+      check(x.is_string(), "model field '{}' must be a string (got {})", k, x.dump());
+    }
+    x.get_to(v);
   };
   get("name", m.name);
   get("num_layers", m.num_layers);
