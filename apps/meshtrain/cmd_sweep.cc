@@ -26,6 +26,7 @@
 
 #include "commands.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/measure/atomic_file.h"
 #include "meshtrain/measure/sweep.h"
 
@@ -75,7 +76,7 @@ struct Outcome {
 // the group (TERM, then KILL) after timeout_s.
 Outcome run_command(const std::string& cmd, const std::string& log, double timeout_s) {
   Outcome o;
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   const pid_t pid = fork();
   check(pid >= 0, "fork failed");
   if (pid == 0) {
@@ -90,7 +91,7 @@ Outcome run_command(const std::string& cmd, const std::string& log, double timeo
     _exit(127);
   }
   setpgid(pid, pid);
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto elapsed = [&] { return watch.elapsed_s(); };
   int status = 0;
   bool killed = false;
   double term_at = 0;

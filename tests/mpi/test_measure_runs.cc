@@ -50,7 +50,8 @@
 //   embeddings once, the final LayerNorm and the head's word matrix once.
 // Embedding group (pp > 1, tied): one all_reduce of the word embedding's
 //   gradient, P fp32 (ZeRO 0) or its P/dp shard (ZeRO >= 1).
-// World: the trainer's all_reduce of loss, token count and norm (24 bytes).
+// World: the trainer's all_reduce of loss, token count, norm and the two stop
+// requests (signal, duration): 5 doubles, 40 bytes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -222,7 +223,7 @@ Expected expected_per_step(const ModelConfig& m, const ParallelConfig& p, RankCo
       }
     }
   }
-  add("world", "all_reduce", 1, 24);
+  add("world", "all_reduce", 1, 40);
   return e;
 }
 

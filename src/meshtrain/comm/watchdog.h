@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "meshtrain/comm/comm_stats.h"
+#include "meshtrain/core/clock.h"
 
 namespace meshtrain {
 
@@ -52,7 +53,6 @@ class Watchdog {
   void disarm() { since_ns_.store(0, std::memory_order_release); }
 
  private:
-  static int64_t now_ns();
   void run();
   [[noreturn]] void fire(double waited_s);
 

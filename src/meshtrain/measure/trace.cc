@@ -9,7 +9,7 @@
 #include "meshtrain/comm/comm_error.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/measure/atomic_file.h"
-#include "meshtrain/measure/timer.h"
+#include "meshtrain/core/clock.h"
 
 namespace meshtrain {
 
