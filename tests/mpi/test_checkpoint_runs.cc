@@ -41,6 +41,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "shell.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -51,22 +53,9 @@ fs::path scratch() {
   return d;
 }
 
-struct Outcome {
-  int rc = -1;
-  std::string output;
-};
+using meshtrain::testing::Outcome;
 
-Outcome sh(const std::string& cmd) {
-  const fs::path out = scratch() / "out.txt";
-  const int st = std::system((cmd + " >" + out.string() + " 2>&1").c_str());
-  Outcome o;
-  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  o.output = ss.str();
-  return o;
-}
+Outcome sh(const std::string& cmd) { return meshtrain::testing::run_shell(cmd, scratch() / "out.txt"); }
 
 // mpirun -np N meshtrain train (tiny, mock data, global batch 4) + args.
 std::string train(int np, const std::string& args, const std::string& env = "") {

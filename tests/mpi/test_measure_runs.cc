@@ -68,6 +68,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "shell.h"
+
 #include "meshtrain/model/activations.h"
 #include "meshtrain/model/layout.h"
 #include "meshtrain/model/model_config.h"
@@ -84,22 +86,9 @@ fs::path scratch() {
   return d;
 }
 
-struct Outcome {
-  int rc = -1;
-  std::string output;
-};
+using meshtrain::testing::Outcome;
 
-Outcome sh(const std::string& cmd) {
-  const fs::path out = scratch() / "out.txt";
-  const int st = std::system((cmd + " >" + out.string() + " 2>&1").c_str());
-  Outcome o;
-  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  o.output = ss.str();
-  return o;
-}
+Outcome sh(const std::string& cmd) { return meshtrain::testing::run_shell(cmd, scratch() / "out.txt"); }
 
 std::string mpirun(int np) { return fmt::format("OMP_NUM_THREADS=1 {} -np {} ", MT_MPIRUN, np); }
 

@@ -51,7 +51,7 @@ struct SaveRecord {
   int iteration = 0;
   std::string path;
   int64_t bytes = 0;        // all shard files and the metadata
-  double snapshot_s = 0;    // copying this rank's shards to host memory
+  double snapshot_s = 0;    // collecting this rank's shards (copying them to host memory: --async-save only)
   double write_s = 0;       // writing and syncing the shard files
   double commit_s = 0;      // metadata, rename, latest, pruning
   double stall_s = 0;       // the time training waited for this save
@@ -68,7 +68,8 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Synchronous: writes and commits before returning. Asynchronous: copies
+  // Synchronous: writes straight from the state and commits before
+  // returning. Asynchronous: copies
   // the shards to host memory, starts writing them in a background thread
   // and returns; the commit happens in the next save() or wait(). On any
   // rank's failure (disk full, ...) every rank throws the same AgreedError

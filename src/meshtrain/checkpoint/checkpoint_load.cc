@@ -221,7 +221,7 @@ void verify_checkpoint(const std::string& dir, const ModelConfig& m, uint64_t se
   } catch (const std::exception& e) {
     mine = fmt::format("bad checkpoint {}: {}", dir, e.what());
   }
-  throw_if_any(world, mine);
+  throw_if_any(world, mine, /*after_io=*/true);
 }
 
 template <class T>
@@ -263,7 +263,7 @@ CheckpointMeta load_checkpoint(const std::string& dir, const ModelConfig& model,
   } catch (const std::exception& e) {
     err = fmt::format("bad checkpoint {}: {}", dir, e.what());
   }
-  throw_if_any(mesh.world(), err);
+  throw_if_any(mesh.world(), err, /*after_io=*/true);
   return out;
 }
 

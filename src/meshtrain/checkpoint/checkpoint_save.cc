@@ -73,10 +73,10 @@ nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vec
 void write_shard(CheckpointWriter::Pending& p) {
   const double t0 = now_s();
   try {
-    write_durably((fs::path(p.staged) / p.file.name).string(),
-                  {p.file.header, std::string_view(p.file.data.data(), p.file.data.size())});
-    p.crc = crc32_of(p.file.data.data(), static_cast<int64_t>(p.file.data.size()),
-                     crc32_of(p.file.header.data(), static_cast<int64_t>(p.file.header.size())));
+    std::vector<std::string_view> parts{p.file.header};
+    parts.insert(parts.end(), p.file.data.begin(), p.file.data.end());
+    write_durably((fs::path(p.staged) / p.file.name).string(), parts);
+    for (std::string_view d : parts) p.crc = crc32_of(d.data(), static_cast<int64_t>(d.size()), p.crc);
   } catch (const std::exception& e) {
     p.error = e.what();
   }
@@ -130,7 +130,7 @@ SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::js
   }
   throw_if_any(mesh.world(), err);  // also: the folder exists before any rank writes
   const double ts = now_s();
-  p->file = snapshot_shards(state, mesh.rank());
+  p->file = shard_file(state, mesh.rank(), /*copy=*/async_);
   p->snapshot_s = now_s() - ts;
   pending_ = std::move(p);
   if (async_) {
@@ -173,8 +173,8 @@ SaveRecord CheckpointWriter::commit(ProcessMesh& mesh) {
   Pending& p = *pending_;
   if (p.thread.joinable()) p.thread.join();
   const double tc = now_s();
-  std::string err = agree_on_error(mesh.world(), p.error);
-  const int64_t bytes = static_cast<int64_t>(p.file.header.size() + p.file.data.size());
+  std::string err = agree_on_error(mesh.world(), p.error, /*after_io=*/true);
+  const int64_t bytes = p.file.bytes();
   const nlohmann::json mine{{"file", p.file.name}, {"bytes", bytes}, {"crc32", p.crc}, {"tensors", p.file.tensors}};
   const std::vector<std::string> records = gather_strings(mesh.world(), err.empty() ? mine.dump() : "");
   SaveRecord r;
@@ -191,7 +191,7 @@ SaveRecord CheckpointWriter::commit(ProcessMesh& mesh) {
     }
   }
   if (mesh.rank() == 0 && !err.empty()) discard_dir(p.staged);
-  err = agree_on_error(mesh.world(), err);
+  err = agree_on_error(mesh.world(), err, /*after_io=*/true);
   double times[3] = {p.snapshot_s, p.write_s, now_s() - tc}, total = double(bytes + r.bytes);
   pending_.reset();
   if (!err.empty())

@@ -2,9 +2,12 @@
 
 #include <cstdint>
 
+#include "meshtrain/comm/comm_error.h"
+
 namespace meshtrain {
 
-std::string agree_on_error(Communicator& comm, const std::string& mine) {
+std::string agree_on_error(Communicator& comm, const std::string& mine, bool after_io) {
+  if (after_io) check_mpi(MPI_Barrier(comm.raw()), "MPI_Barrier", comm.name());
   int first = mine.empty() ? comm.size() : comm.rank();
   comm.all_reduce(&first, 1, ReduceOp::min);
   if (first == comm.size()) return "";
@@ -15,8 +18,8 @@ std::string agree_on_error(Communicator& comm, const std::string& mine) {
   return msg;
 }
 
-void throw_if_any(Communicator& comm, const std::string& mine) {
-  const std::string msg = agree_on_error(comm, mine);
+void throw_if_any(Communicator& comm, const std::string& mine, bool after_io) {
+  const std::string msg = agree_on_error(comm, mine, after_io);
   if (!msg.empty()) throw AgreedError(msg);
 }
 

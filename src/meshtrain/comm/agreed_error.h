@@ -18,11 +18,14 @@ class AgreedError : public Error {
   using Error::Error;
 };
 
-// Collective over `comm`.
-std::string agree_on_error(Communicator& comm, const std::string& mine);
+// Collective over `comm`. `after_io`: the ranks arrive after disk I/O of
+// different lengths (checkpoint shards), which takes as long as the disk
+// needs: they first meet in a barrier the communication watchdog does not
+// time (a rank that dies is still noticed by the launcher).
+std::string agree_on_error(Communicator& comm, const std::string& mine, bool after_io = false);
 
 // Collective: throws AgreedError(agreed message) on every rank if any rank's
 // `mine` is non-empty.
-void throw_if_any(Communicator& comm, const std::string& mine);
+void throw_if_any(Communicator& comm, const std::string& mine, bool after_io = false);
 
 }  // namespace meshtrain

@@ -264,15 +264,19 @@ const ParamSpec* ShardedState<T>::first_nonfinite_grad() const {
 template <class T>
 std::vector<typename ShardedState<T>::OptimizerShard> ShardedState<T>::optimizer_shards() {
   std::vector<OptimizerShard> out;
-  const bool dp_writer = p_.zero_stage >= 1 || dp_rank_ == 0;
   for (const Segment& s : segments_) {
     const Unit& u = layout_.units()[s.unit];
     float* master = nullptr;
     if constexpr (!std::is_same_v<T, float>) master = master_.template as<float>() + s.opt_offset;
+    int64_t wb = 0, wl = s.counted ? s.length : 0;
+    if (p_.zero_stage == 0 && wl > 0) {  // every DP rank holds the range: each writes 1/dp of it
+      const int64_t chunk = (s.length + p_.dp - 1) / p_.dp;
+      wb = std::min(s.length, dp_rank_ * chunk);
+      wl = std::min(s.length, wb + chunk) - wb;
+    }
     out.push_back({s.spec, s.flat_offset - s.spec->offset, s.length,
                    update_weights(u) + (s.flat_offset - update_begin(u)), master,
-                   m_.template as<float>() + s.opt_offset, v_.template as<float>() + s.opt_offset,
-                   dp_writer && s.counted});
+                   m_.template as<float>() + s.opt_offset, v_.template as<float>() + s.opt_offset, wb, wl});
   }
   return out;
 }

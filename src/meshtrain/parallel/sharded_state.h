@@ -66,9 +66,12 @@ class ShardedState {
   const ParamSpec* first_nonfinite_grad() const;
 
   // Checkpoint access (checkpoint/). This rank's update range of one
-  // parameter, with its optimizer state. `writer`: the one copy of these
-  // elements a checkpoint stores (DP rank 0 under stage 0, TP rank 0 for
-  // replicated tensors, never the tied copy of the word embedding).
+  // parameter, with its optimizer state. [write_begin, write_begin +
+  // write_length) within it: the elements of which this rank writes the one
+  // copy a checkpoint stores (its ZeRO shard; under stage 0, where every DP
+  // rank updates everything, the d-th 1/dp of the range, so that all ranks
+  // write in parallel; TP rank 0 alone for replicated tensors; nothing of
+  // the tied copy of the word embedding).
   struct OptimizerShard {
     const ParamSpec* spec;
     int64_t begin, length;  // elements [begin, begin + length) of the local slice
@@ -76,7 +79,7 @@ class ShardedState {
     float* master;          // fp32 master (bf16 mode); nullptr: the weights are the master
     float* m;
     float* v;
-    bool writer;
+    int64_t write_begin, write_length;
   };
   std::vector<OptimizerShard> optimizer_shards();
   // The working weights of the whole local slice of `s` (stages 0-2 hold
