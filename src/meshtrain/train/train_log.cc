@@ -1,7 +1,5 @@
 #include "meshtrain/train/train_log.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -11,11 +9,12 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/format.h"
+#include "meshtrain/core/terminal.h"
 
 namespace meshtrain {
 
 TrainLog::TrainLog(const TrainOptions& o, bool rank0)
-    : o_(o), rank0_(rank0), tty_(rank0 && !o.quiet && isatty(fileno(stdout))) {
+    : o_(o), rank0_(rank0), tty_(rank0 && !o.quiet && live_output_enabled(o.progress)) {
   if (!rank0 || o.log_file.empty()) return;
   file_ = std::fopen(o.log_file.c_str(), "a");
   check(file_ != nullptr, "cannot open --log-file {}: {}", o.log_file, std::strerror(errno));

@@ -45,11 +45,6 @@ void check_options(const TrainOptions& o, int world_size) {
   namespace fs = std::filesystem;
   ParallelConfig p = o.parallel;
   validate(o.model, p, world_size);
-  // The engine trains the GPT-2 subset; the performance model costs the rest.
-  check(!o.model.gated_mlp, "the engine trains GELU MLPs only (gated_mlp is for the performance model)");
-  check(o.model.kv_heads() == o.model.num_attention_heads,
-        "the engine trains multi-head attention only (num_kv_heads {} != num-attention-heads {})",
-        o.model.kv_heads(), o.model.num_attention_heads);
   check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
   check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
   check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);
