@@ -43,7 +43,7 @@
 #include "meshtrain/measure/comm_bench.h"
 #include "meshtrain/measure/gemm_shapes.h"
 #include "meshtrain/measure/run_report.h"
-#include "meshtrain/measure/timer.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/perf/calibrate.h"
 #include "meshtrain/perf/system_spec.h"

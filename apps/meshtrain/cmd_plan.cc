@@ -1,6 +1,7 @@
 // meshtrain plan: every candidate layout of a model on a system, costed by
 // the performance model and ranked by predicted throughput (tune/planner.h).
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "commands.h"
 #include "meshtrain/core/build_commit.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/output_file.h"
 #include "meshtrain/tune/planner.h"
@@ -77,9 +79,9 @@ int run_plan(const PlanArgs& a) {
   if (a.no_interleaving) space.vpp = {1};
   space.bf16 = !a.fp32;
   space.partial_recompute = !a.no_partial_recompute && a.recompute.empty();
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, a.options);
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double elapsed = watch.elapsed_s();
 
   if (!a.csv.empty()) {
     std::ostringstream table;

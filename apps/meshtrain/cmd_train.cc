@@ -19,6 +19,7 @@
 #include "json_file.h"
 #include "model_flags.h"
 #include "meshtrain/comm/abort.h"
+#include "meshtrain/comm/agreed_error.h"
 #include "meshtrain/comm/process_mesh.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/output_file.h"
@@ -157,7 +158,13 @@ int run_train(const TrainFlags& f) {
   const int rc = run_or_abort([&] {
     ProcessMesh mesh(o.parallel);
     if (rank == 0 && !o.quiet) std::printf("%s\n", mesh.describe().c_str());
-    train(o, mesh);
+    try {
+      train(o, mesh);
+    } catch (const AgreedError& e) {
+      // Every rank reached it together (a bad checkpoint, non-finite values).
+      if (rank == 0) std::fprintf(stderr, "meshtrain train: error: %s\n", e.what());
+      return 3;
+    }
     return 0;
   });
   MPI_Finalize();
@@ -231,6 +238,22 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--progress", o.progress,
                   "Progress bar and ETA: auto (only on a terminal, never under a launcher), on, off")
       ->transform(CLI::CheckedTransformer(progress))->default_str("auto")->group(g);
+  cmd->add_option("--log-file", o.log_file, "Append per-interval metrics as JSON lines here (flushed each interval)")
+      ->group(g);
+  cmd->add_option("--skip-nonfinite", o.skip_nonfinite,
+                  "Skip up to N steps with a non-finite loss or gradient norm (no update) before stopping")
+      ->capture_default_str()->group(g);
+  g = "Checkpoints";
+  cmd->add_option("--save", o.save_dir, "Write checkpoints into this folder")->group(g);
+  cmd->add_option("--save-interval", o.save_interval, "Save every N iterations (and at the end)")->group(g);
+  cmd->add_option("--load", o.load_dir, "Resume from this folder's latest checkpoint (any layout)")->group(g);
+  cmd->add_option("--exit-interval", o.exit_interval, "Stop after iteration N (saving first with --save)")->group(g);
+  cmd->add_option("--exit-duration-in-mins", o.exit_duration_mins, "Stop (saving first) after M minutes")->group(g);
+  cmd->add_flag("--exit-signal-handler", o.exit_signal_handler,
+                "On SIGTERM: finish the step, save, exit 0")->group(g);
+  cmd->add_option("--keep-last", o.keep_last, "Keep only the K newest checkpoints (0: all)")->group(g);
+  cmd->add_flag("--async-save", o.async_save, "Write checkpoints from a background thread after a memory snapshot")
+      ->group(g);
   g = "Measurement";
   cmd->add_option("--report", o.report_path, "Write the run report (JSON) here")->group(g);
   cmd->add_option("--trace", o.trace_path, "Write a Chrome trace (Perfetto) here")->group(g);

@@ -18,7 +18,7 @@
 #include "meshtrain/comm/comm_error.h"
 #include "meshtrain/comm/process_mesh.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/measure/timer.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/measure/trace.h"
 
 namespace meshtrain {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/core/format.h"
 #include "meshtrain/core/rng.h"
 
 namespace meshtrain {
@@ -129,13 +130,6 @@ auto sum_over(const std::map<CommStats::Key, OpStats>& entries, std::string_view
   return total;
 }
 
-std::string human_bytes(double b) {
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{:.0f} B", b);
-}
-
 }  // namespace
 
 int64_t CommStats::calls(std::string_view group) const {
@@ -158,7 +152,7 @@ std::string CommStats::table() const {
   for (const auto& [key, s] : entries_) {
     const double avg = s.calls > 0 ? static_cast<double>(s.bytes) / static_cast<double>(s.calls) : 0.0;
     out += fmt::format("{:<10} {:<16} {:>4} {:>8} {:>11} {:>10.4f} {:>10.4f} {:>10.1f} {:>10.1f} {:>10.1f} {:>9} {:>9}\n",
-                       key.group, comm_op_name(key.op), s.group_size, s.calls, human_bytes(avg), s.total_s,
+                       key.group, comm_op_name(key.op), s.group_size, s.calls, format_bytes(avg), s.total_s,
                        s.exposed_s, 1e6 * s.latency_quantile_s(0.5), 1e6 * s.latency_quantile_s(0.99),
                        1e6 * s.latency_quantile_s(1.0), fmt::format("{:.2f}GB/s", s.algbw() / 1e9),
                        fmt::format("{:.2f}GB/s", s.busbw() / 1e9));

@@ -11,7 +11,7 @@
 namespace meshtrain {
 
 // One completed call. Times are seconds on std::chrono::steady_clock since
-// its epoch, the clock measure/timer.h's now_s() reads.
+// its epoch, the clock core/clock.h's now_s() reads.
 struct CommEvent {
   CommOp op;
   std::string_view group;  // valid only during on_comm

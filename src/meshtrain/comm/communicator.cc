@@ -1,21 +1,16 @@
 #include "meshtrain/comm/communicator.h"
 
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <utility>
 
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/comm_error.h"
+#include "meshtrain/core/clock.h"
 
 namespace meshtrain {
 
 namespace {
-
-// The clock of CommEvent and measure/timer.h's now_s().
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 int as_int_count(int64_t count, const std::string& group) {
   check(count >= 0 && count <= INT_MAX, "communication count {} on group '{}' is outside MPI's int range",

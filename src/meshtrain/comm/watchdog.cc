@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+
 namespace meshtrain {
 
 double Watchdog::timeout_from_env(double fallback) {
@@ -18,11 +19,6 @@ double Watchdog::timeout_from_env(double fallback) {
   return (end != v && *end == '\0') ? t : fallback;
 }
 
-int64_t Watchdog::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Watchdog::Watchdog(double timeout_s) : timeout_s_(timeout_s) {
   if (enabled()) thread_ = std::thread([this] { run(); });

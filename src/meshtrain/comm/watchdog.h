@@ -30,6 +30,7 @@
 
 #include "meshtrain/comm/comm_stats.h"
 #include "meshtrain/comm/node_peers.h"
+#include "meshtrain/core/clock.h"
 
 namespace meshtrain {
 
@@ -68,7 +69,6 @@ class Watchdog {
   }
 
  private:
-  static int64_t now_ns();
   void run();
   [[noreturn]] void fire(double waited_s);
   [[noreturn]] void fire_dead_peer(const std::string& who);

@@ -1,7 +1,7 @@
 #include "meshtrain/data/corpus.h"
 
 #include <algorithm>
-#include <chrono>
+
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/output_file.h"
@@ -231,7 +232,7 @@ CorpusInfo read_corpus_info(const std::string& dir) {
 }
 
 PrepareResult prepare_corpus(const PrepareOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   check(!o.out_dir.empty(), "no output folder given for the corpus");
   check(o.vocab_size >= 1 && o.vocab_size <= 65536,
         "vocabulary size {} is outside 1..65536 (tokens are stored as uint16)", o.vocab_size);
@@ -242,7 +243,7 @@ PrepareResult prepare_corpus(const PrepareOptions& o) {
   PrepareResult result;
   if (up_to_date(o.out_dir, o, in, &result.info)) {
     result.reused = true;
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds = watch.elapsed_s();
     return result;
   }
 
@@ -300,7 +301,7 @@ PrepareResult prepare_corpus(const PrepareOptions& o) {
   c.unigram_entropy = unigram_entropy(train_tokens, val_tokens, o.vocab_size);
   write_output_file((out / kCorpusInfoFile).string(), {to_json(c).dump(2) + "\n"},
                         "corpus description");
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = watch.elapsed_s();
   return result;
 }
 

@@ -12,17 +12,6 @@
 
 namespace meshtrain {
 
-double median_of(std::vector<double> v) { return quantile_of(std::move(v), 0.5); }
-
-double quantile_of(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
 nlohmann::json spread(const std::vector<double>& values, const std::vector<int>& ranks) {
   if (values.empty()) return {{"min", 0.0}, {"median", 0.0}, {"max", 0.0}, {"min_rank", -1}, {"max_rank", -1}};
   size_t lo = 0, hi = 0;
@@ -37,21 +26,6 @@ nlohmann::json spread(const std::vector<double>& values, const std::vector<int>&
           {"max_rank", ranks[hi]}};
 }
 
-std::string format_bytes(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  const bool neg = b < 0;
-  b = std::abs(b);
-  while (b >= 1024 && i < 4) b /= 1024, ++i;
-  return fmt::format("{}{:.{}f} {}", neg ? "-" : "", b, i == 0 ? 0 : 1, u[i]);
-}
-
-std::string format_rate(double bps) {
-  if (bps >= 1e9) return fmt::format("{:.2f} GB/s", bps / 1e9);
-  if (bps >= 1e6) return fmt::format("{:.2f} MB/s", bps / 1e6);
-  if (bps >= 1e3) return fmt::format("{:.2f} kB/s", bps / 1e3);
-  return fmt::format("{:.0f} B/s", bps);
-}
 
 // ------------------------------------------------------------------ FLOPs --
 

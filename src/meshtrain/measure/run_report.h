@@ -26,7 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/comm/comm_stats.h"
+#include "meshtrain/core/format.h"
 #include "meshtrain/core/memory.h"
+#include "meshtrain/core/stats.h"
 #include "meshtrain/model/flops.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/parallel/parallel_config.h"
@@ -83,12 +85,7 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& ranks, 
 // The aggregate for people (rank 0 prints it at the end of `meshtrain train`).
 std::string summary_table(const nlohmann::json& measurements);
 
-// Helpers shared with the sweep and the benches.
-double median_of(std::vector<double> v);
-double quantile_of(std::vector<double> v, double q);  // linear interpolation
 // {min, median, max, min_rank, max_rank} of values[i] (rank i).
 nlohmann::json spread(const std::vector<double>& values, const std::vector<int>& ranks);
-std::string format_bytes(double bytes);
-std::string format_rate(double bytes_per_s);  // "12.3 GB/s" (1e9)
 
 }  // namespace meshtrain

@@ -8,8 +8,8 @@
 
 #include "meshtrain/comm/comm_error.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/output_file.h"
-#include "meshtrain/measure/timer.h"
 
 namespace meshtrain {
 

@@ -10,7 +10,7 @@
 // second thread of the same process, tid kCommTidBase + R, named
 // "rank R comm", since non-blocking calls overlap the compute spans.
 // Timestamps are microseconds from the writer's origin (steady-clock
-// seconds; see measure/timer.h).
+// seconds; see core/clock.h).
 //
 // Attached to communicators (Communicator::set_tracer,
 // ProcessMesh::set_tracer), it records every call as a complete span: name =

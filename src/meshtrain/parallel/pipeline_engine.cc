@@ -4,7 +4,7 @@
 
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/measure/timer.h"
+#include "meshtrain/core/clock.h"
 
 namespace meshtrain {
 

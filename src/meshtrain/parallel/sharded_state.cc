@@ -1,6 +1,7 @@
 #include "meshtrain/parallel/sharded_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "meshtrain/core/dtype.h"
@@ -44,7 +45,8 @@ ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, Pro
       const int64_t lo = std::max(a, s.offset), hi = std::min(b, s.offset + s.numel());
       if (lo >= hi) continue;
       segments_.push_back({opt_offset_.back() + (lo - a), hi - lo, lo, s.weight_decay,
-                           !tied_copy && (!s.tp_replicated() || tp0)});
+                           !tied_copy && (!s.tp_replicated() || tp0), &s,
+                           static_cast<int>(&u - units.data())});
     }
   }
   init_weights();
@@ -241,6 +243,47 @@ void ShardedState<T>::step(float lr, float grad_scale, int t, const AdamWConfig&
       mesh_.dp_group().all_gather(Communicator::kInPlace, weights_.template as<T>() + u.offset, u.shard_numel(p_.dp));
   }
   std::memset(grads_.data(), 0, grads_.bytes());
+}
+
+template <class T>
+void ShardedState<T>::discard_gradients() {
+  std::memset(grads_.data(), 0, grads_.bytes());
+}
+
+template <class T>
+const ParamSpec* ShardedState<T>::first_nonfinite_grad() const {
+  for (const Segment& s : segments_) {
+    const Unit& u = layout_.units()[s.unit];
+    const float* g = reduced_grads(u) + (s.flat_offset - update_begin(u));
+    for (int64_t i = 0; i < s.length; ++i)
+      if (!std::isfinite(g[i])) return s.spec;
+  }
+  return nullptr;
+}
+
+template <class T>
+std::vector<typename ShardedState<T>::OptimizerShard> ShardedState<T>::optimizer_shards() {
+  std::vector<OptimizerShard> out;
+  for (const Segment& s : segments_) {
+    const Unit& u = layout_.units()[s.unit];
+    float* master = nullptr;
+    if constexpr (!std::is_same_v<T, float>) master = master_.template as<float>() + s.opt_offset;
+    int64_t wb = 0, wl = s.counted ? s.length : 0;
+    if (p_.zero_stage == 0 && wl > 0) {  // every DP rank holds the range: each writes 1/dp of it
+      const int64_t chunk = (s.length + p_.dp - 1) / p_.dp;
+      wb = std::min(s.length, dp_rank_ * chunk);
+      wl = std::min(s.length, wb + chunk) - wb;
+    }
+    out.push_back({s.spec, s.flat_offset - s.spec->offset, s.length,
+                   update_weights(u) + (s.flat_offset - update_begin(u)), master,
+                   m_.template as<float>() + s.opt_offset, v_.template as<float>() + s.opt_offset, wb, wl});
+  }
+  return out;
+}
+
+template <class T>
+T* ShardedState<T>::slice_weights(const ParamSpec& s) {
+  return p_.zero_stage >= 3 ? nullptr : weights_.template as<T>() + s.offset;
 }
 
 template <class T>

@@ -59,6 +59,32 @@ class ShardedState {
   // propagated (written to T, all-gathered for stages 1 and 2). Zeroes the
   // gradients for the next step.
   void step(float lr, float grad_scale, int t, const AdamWConfig& c);
+  // Zeroes the gradients without an update (a skipped non-finite step).
+  void discard_gradients();
+  // The first parameter whose reduced gradient in this rank's update range
+  // holds a non-finite value, or nullptr.
+  const ParamSpec* first_nonfinite_grad() const;
+
+  // Checkpoint access (checkpoint/). This rank's update range of one
+  // parameter, with its optimizer state. [write_begin, write_begin +
+  // write_length) within it: the elements of which this rank writes the one
+  // copy a checkpoint stores (its ZeRO shard; under stage 0, where every DP
+  // rank updates everything, the d-th 1/dp of the range, so that all ranks
+  // write in parallel; TP rank 0 alone for replicated tensors; nothing of
+  // the tied copy of the word embedding).
+  struct OptimizerShard {
+    const ParamSpec* spec;
+    int64_t begin, length;  // elements [begin, begin + length) of the local slice
+    T* weights;             // the working weights of those elements
+    float* master;          // fp32 master (bf16 mode); nullptr: the weights are the master
+    float* m;
+    float* v;
+    int64_t write_begin, write_length;
+  };
+  std::vector<OptimizerShard> optimizer_shards();
+  // The working weights of the whole local slice of `s` (stages 0-2 hold
+  // every weight of the layout); nullptr under stage 3.
+  T* slice_weights(const ParamSpec& s);
 
   // The value of parameter `s` at local element i, from the master copy
   // where this rank holds it, else from the weights (tests).
@@ -73,6 +99,8 @@ class ShardedState {
     int64_t flat_offset;         // in the flat layout
     bool decay;
     bool counted;                // counted by grad_sq_norm_local
+    const ParamSpec* spec;
+    int unit;
   };
   int64_t update_begin(const Unit& u) const;  // flat offset of its update range
   int64_t update_size(const Unit& u) const;

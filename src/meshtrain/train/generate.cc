@@ -2,10 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/memory.h"
 #include "meshtrain/core/rng.h"
+#include "meshtrain/data/tokenizer.h"
 #include "meshtrain/kernels/matmul.h"
 #include "meshtrain/model/block.h"
 #include "meshtrain/model/embedding_layer.h"
@@ -76,6 +82,21 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
     prompt.push_back(pick);
   }
   return prompt;
+}
+
+void print_sample(const ModelConfig& m, const std::vector<float>& weights, const std::string& data_path,
+                  const std::string& prompt_text, const SamplingOptions& o) {
+  namespace fs = std::filesystem;
+  const fs::path tk = fs::is_directory(data_path) ? fs::path(data_path) / "tokenizer.model" : fs::path();
+  std::unique_ptr<data::Tokenizer> tok;
+  if (!tk.empty() && fs::exists(tk)) tok = data::load_tokenizer(tk.string());
+  std::vector<int32_t> prompt = tok && !prompt_text.empty() ? tok->encode(prompt_text) : std::vector<int32_t>{};
+  prompt.insert(prompt.begin(), tok ? tok->eot() : 0);
+  const std::vector<int32_t> out = generate(m, weights, prompt, o);
+  if (tok)
+    fmt::print("\nsample:\n{}{}\n", prompt_text, tok->decode(std::span<const int32_t>(out).subspan(prompt.size())));
+  else
+    fmt::print("\nsample (token ids): {}\n", fmt::join(out, " "));
 }
 
 }  // namespace meshtrain

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "meshtrain/model/model_config.h"
@@ -21,5 +22,11 @@ struct SamplingOptions {
 // The context is the last seq_length tokens. Returns prompt + new tokens.
 std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& weights, std::vector<int32_t> prompt,
                               const SamplingOptions& o);
+
+// Continues `prompt_text` (encoded with the tokenizer.model of the data
+// folder `data_path`, if there is one; else from the end-of-text token) by
+// o.new_tokens tokens and prints the text (or the token ids).
+void print_sample(const ModelConfig& m, const std::vector<float>& weights, const std::string& data_path,
+                  const std::string& prompt_text, const SamplingOptions& o);
 
 }  // namespace meshtrain

@@ -36,6 +36,21 @@ struct TrainOptions {
   int log_interval = 1;
   bool quiet = false;      // no per-iteration lines
   LiveOutput progress = LiveOutput::automatic;  // progress bar and ETA (core/terminal.h)
+  std::string log_file;    // per-interval metrics as JSON lines (rank 0), flushed each interval
+
+  // Faults: a non-finite loss or gradient norm stops the run unless fewer
+  // than skip_nonfinite such steps were skipped so far (no update, counted).
+  int skip_nonfinite = 0;
+
+  // Checkpoints (Megatron's flags; docs/CHECKPOINTS.md).
+  std::string save_dir;         // --save: write checkpoints here
+  int save_interval = 0;        // --save-interval: every N iterations (0: only at the end / exit)
+  std::string load_dir;         // --load: resume from this directory's `latest` (or an iter_* folder)
+  int exit_interval = 0;        // --exit-interval: stop after iteration N (saving first with --save)
+  double exit_duration_mins = 0;  // --exit-duration-in-mins: stop (and save) after M minutes
+  bool exit_signal_handler = false;  // --exit-signal-handler: SIGTERM finishes the step, saves, exits 0
+  int keep_last = 0;            // --keep-last: keep the K newest checkpoints (0: all)
+  bool async_save = false;      // --async-save: snapshot to memory, write in a background thread
 };
 
 void to_json(nlohmann::json& j, const TrainOptions& o);

@@ -1,439 +1,296 @@
 #include "meshtrain/train/trainer.h"
 
-#include <unistd.h>
-
-#include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <memory>
+#include <limits>
 
-#include <fmt/ranges.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "meshtrain/core/build_commit.h"
-#include "meshtrain/core/error.h"
-#include "meshtrain/core/memory.h"
-#include "meshtrain/core/rng.h"
-#include "meshtrain/data/loader.h"
-#include "meshtrain/data/token_file.h"
-#include "meshtrain/kernels/kernel_clock.h"
+#include "meshtrain/comm/agreed_error.h"
 #include "meshtrain/core/output_file.h"
-#include "meshtrain/measure/gather.h"
-#include "meshtrain/measure/run_report.h"
+#include "meshtrain/core/clock.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/kernels/kernel_clock.h"
 #include "meshtrain/measure/timeline.h"
-#include "meshtrain/measure/timer.h"
-#include "meshtrain/measure/trace.h"
-#include "meshtrain/model/flops.h"
-#include "meshtrain/data/tokenizer.h"
-#include "meshtrain/parallel/pipeline_engine.h"
 #include "meshtrain/train/generate.h"
+#include "meshtrain/train/serial_weights.h"
 
 namespace meshtrain {
 
-void to_json(nlohmann::json& j, const TrainOptions& o) {
-  j = nlohmann::json{{"model", o.model},
-                     {"parallel", o.parallel},
-                     {"lr", o.lr.lr},
-                     {"min_lr", o.lr.min_lr},
-                     {"lr_warmup_iters", o.lr.warmup},
-                     {"lr_decay_iters", o.lr.decay_iters},
-                     {"adam_beta1", o.adam.beta1},
-                     {"adam_beta2", o.adam.beta2},
-                     {"adam_eps", o.adam.eps},
-                     {"weight_decay", o.adam.weight_decay},
-                     {"clip_grad", o.clip_grad},
-                     {"train_iters", o.train_iters},
-                     {"seed", o.seed},
-                     {"data_path", o.data_path},
-                     {"mock_data", o.mock_data},
-                     {"eval_interval", o.eval_interval},
-                     {"eval_iters", o.eval_iters},
-                     {"peak_tflops", o.peak_tflops}};
-}
-
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string train_file(const TrainOptions& o) {
-  return fs::is_directory(o.data_path) ? (fs::path(o.data_path) / "train.bin").string() : o.data_path;
-}
-std::string val_file(const TrainOptions& o) {
-  if (!fs::is_directory(o.data_path)) return "";
-  const auto p = fs::path(o.data_path) / "val.bin";
-  return fs::exists(p) ? p.string() : "";
-}
-
-// The step's sequences for this rank: micro-batch i at offset i * N. The
-// samples of global batch `it` depend on the seed alone, never on the
-// layout (see data/loader.h).
-class BatchSource {
- public:
-  BatchSource(const TrainOptions& o) : o_(o) {
-    if (o.mock_data) return;
-    train_ = std::make_unique<data::TokenFile>(train_file(o));
-    sampler_ = std::make_unique<data::SequenceSampler>(*train_, o.model.seq_length, o.seed);
-    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
-      val_ = std::make_unique<data::TokenFile>(v);
-      eval_ = std::make_unique<data::EvalSampler>(*val_, o.model.seq_length, o.parallel.global_batch_size);
-    }
+struct KernelMark {
+  kernels::KernelTotals mm, at;
+  static KernelMark now() {
+    return {kernels::kernel_totals(kernels::KernelKind::matmul), kernels::kernel_totals(kernels::KernelKind::attention)};
   }
-  bool has_eval() const { return o_.mock_data ? o_.eval_iters > 0 : eval_ != nullptr; }
-  int64_t eval_batches() const { return o_.mock_data ? o_.eval_iters : std::min<int64_t>(o_.eval_iters, eval_->num_batches()); }
-
-  void fill(int64_t it, bool eval, int dp_rank, int32_t* tokens, int32_t* targets) const {
-    const ParallelConfig& p = o_.parallel;
-    const int m = p.num_micro_batches(), N = p.micro_batch_size * o_.model.seq_length;
-    for (int mb = 0; mb < m; ++mb) {
-      const int first = data::micro_batch_first_sequence(dp_rank, m, mb, p.micro_batch_size);
-      int32_t* tk = tokens + int64_t{mb} * N;
-      int32_t* tg = targets + int64_t{mb} * N;
-      if (o_.mock_data)
-        mock(it, eval, first, tk, tg);
-      else if (eval)
-        eval_->fill_micro_batch(it, first, p.micro_batch_size, tk, tg);
-      else
-        sampler_->fill_micro_batch(it, p.global_batch_size, first, p.micro_batch_size, tk, tg);
-    }
-  }
-
- private:
-  // Token t of sequence j of batch `it`: a hash, so any layout sees the same.
-  void mock(int64_t it, bool eval, int first, int32_t* tk, int32_t* tg) const {
-    const int S = o_.model.seq_length, V = o_.model.vocab_size;
-    for (int b = 0; b < o_.parallel.micro_batch_size; ++b) {
-      const uint64_t seq = static_cast<uint64_t>(it) * o_.parallel.global_batch_size + first + b;
-      for (int t = 0; t <= S; ++t) {
-        const int32_t v = static_cast<int32_t>(hash3(o_.seed, eval ? 2 : 1, seq * (S + 1) + t) % V);
-        if (t < S) tk[b * S + t] = v;
-        if (t > 0) tg[b * S + t - 1] = v;
-      }
-    }
-  }
-  const TrainOptions& o_;
-  std::unique_ptr<data::TokenFile> train_, val_;
-  std::unique_ptr<data::SequenceSampler> sampler_;
-  std::unique_ptr<data::EvalSampler> eval_;
 };
-
-std::string human_bytes(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) b /= 1024, ++i;
-  return fmt::format("{:.1f} {}", b, u[i]);
-}
-
-std::string human_time(double s) {
-  if (s < 60) return fmt::format("{:.0f}s", s);
-  if (s < 3600) return fmt::format("{}m{:02d}s", int(s) / 60, int(s) % 60);
-  return fmt::format("{}h{:02d}m", int(s) / 3600, (int(s) % 3600) / 60);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Every element of the model once, in the serial run's parameter order:
-// each rank adds the elements it is the owner of (DP rank 0, TP rank 0 for
-// replicated tensors, the first stage for the tied embedding) into a
-// world-wide sum that lands on every rank.
-template <class T>
-std::vector<float> gather_serial_weights(ShardedState<T>& state, ProcessMesh& mesh, const TrainOptions& o) {
-  ParallelConfig serial;
-  const Layout full = Layout::build(o.model, serial, 0, 0);
-  std::map<std::string, const ParamSpec*> where;
-  for (const Unit& u : full.units())
-    for (const ParamSpec& s : u.params) where[s.name] = &s;
-  std::vector<float> out(full.numel(), 0.0f);
-  const RankCoord c = mesh.coord();
-  for (const Unit& u : state.layout().units()) {
-    if (u.name == "head.word") continue;
-    state.gather(u);
-    for (const ParamSpec& s : u.params) {
-      if (c.dp != 0 || (s.tp_replicated() && c.tp != 0)) continue;
-      const ParamSpec& f = *where.at(s.name);
-      const T* w = state.weights(u) + (s.offset - u.offset);
-      for (int64_t i = 0; i < s.numel(); ++i) {
-        const int64_t gi = s.row_offset + i / s.local_cols, gj = s.col_offset + i % s.local_cols;
-        out[f.offset + gi * f.cols + gj] = to_f32(w[i]);
-      }
-    }
-    state.release(u);
-  }
-  mesh.world().all_reduce(out.data(), static_cast<int64_t>(out.size()));
-  return out;
-}
-
-// Continues the prompt with the trained model and prints the text.
-void sample_text(const TrainOptions& o, const std::vector<float>& weights) {
-  const fs::path tk = fs::is_directory(o.data_path) ? fs::path(o.data_path) / "tokenizer.model" : fs::path();
-  std::unique_ptr<data::Tokenizer> tok;
-  if (!tk.empty() && fs::exists(tk)) tok = data::load_tokenizer(tk.string());
-  std::vector<int32_t> prompt = tok && !o.sample_prompt.empty() ? tok->encode(o.sample_prompt) : std::vector<int32_t>{};
-  prompt.insert(prompt.begin(), tok ? tok->eot() : 0);
-  SamplingOptions so;
-  so.new_tokens = o.sample_tokens;
-  so.seed = o.seed;
-  const std::vector<int32_t> out = generate(o.model, weights, prompt, so);
-  if (tok)
-    fmt::print("\nsample:\n{}{}\n", o.sample_prompt, tok->decode(std::span<const int32_t>(out).subspan(prompt.size())));
-  else
-    fmt::print("\nsample (token ids): {}\n", fmt::join(out, " "));
-}
-
-// MESHTRAIN_KILL_RANK_AT="R:I" makes rank R kill itself at iteration I: the
-// failure tests use it to check that the others exit instead of hanging.
-struct FaultInjection {
-  int rank = -1, iteration = -1;
-};
-FaultInjection fault_injection() {
-  FaultInjection f;
-  if (const char* e = std::getenv("MESHTRAIN_KILL_RANK_AT")) std::sscanf(e, "%d:%d", &f.rank, &f.iteration);
-  return f;
-}
-
-template <class T>
-TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
-  const ParallelConfig& p = o.parallel;
-  const ModelConfig& m = o.model;
-  const bool rank0 = mesh.rank() == 0;
-  const bool tty = rank0 && !o.quiet && live_output_enabled(o.progress);
-  BatchSource data(o);  // opens and validates the data before the big allocations
-
-  PipelineEngine<T> engine(m, p, mesh, o.seed);
-  const int mbs = p.num_micro_batches();
-  const int64_t N = int64_t{p.micro_batch_size} * m.seq_length;
-  Buffer tokens(MemCategory::activations, mbs * N * sizeof(int32_t));
-  Buffer targets(MemCategory::activations, mbs * N * sizeof(int32_t));
-  const StepBatch batch{tokens.as<int32_t>(), targets.as<int32_t>(), mbs};
-  const double tokens_per_step = double(p.global_batch_size) * m.seq_length;
-  const float dloss = static_cast<float>(1.0 / tokens_per_step);
-  const StepFlops flops = step_flops(m, p, tokens_per_step);
-
-  TrainResult r;
-  r.tokens_per_step = tokens_per_step;
-
-  // Measurement (measure/run_report.h, measure/trace.h): per-step records,
-  // the training steps' communication (evaluation excluded), and the trace.
-  std::unique_ptr<TraceWriter> trace;
-  if (!o.trace_path.empty())
-    trace = std::make_unique<TraceWriter>(mesh.rank(), mesh.coord().pp, synchronized_origin_s(mesh.world()));
-  if (trace) mesh.set_tracer(trace.get());
-  std::vector<StepRecord> records;
-  std::vector<double> consumed;  // tokens of each step, summed over the world
-  CommStats train_comm;
-  mesh.reset_stats();
-
-  auto evaluate = [&](int it) {
-    train_comm.merge(mesh.stats());
-    const double te0 = now_s();
-    double sums[2] = {0, 0};
-    for (int64_t b = 0; b < data.eval_batches(); ++b) {
-      data.fill(b, true, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
-      const StepStats s = engine.eval_step(batch);
-      sums[0] += s.loss_sum;
-      sums[1] += double(s.loss_tokens);
-    }
-    mesh.world().all_reduce(sums, 2);
-    const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
-    r.val_losses.emplace_back(it, loss);
-    if (trace) trace->complete("evaluate", "eval", te0, now_s(), {{"iteration", it}});
-    mesh.reset_stats();
-    if (rank0 && !o.quiet) fmt::print("{}validation | iter {} | loss {:.4f} | ppl {:.2f}\n", tty ? "\r\033[K" : "", it, loss, std::exp(loss));
-    std::fflush(stdout);
-  };
-
-  const double t_start = now_s();
-  const FaultInjection fault = fault_injection();
-  for (int it = 0; it < o.train_iters; ++it) {
-    if (fault.rank == mesh.rank() && fault.iteration == it) std::raise(SIGKILL);
-    const double t0 = now_s();
-    data.fill(it, false, mesh.coord().dp, tokens.as<int32_t>(), targets.as<int32_t>());
-    const kernels::KernelTotals mm0 = kernels::kernel_totals(kernels::KernelKind::matmul);
-    const kernels::KernelTotals at0 = kernels::kernel_totals(kernels::KernelKind::attention);
-    const double tp0 = now_s();
-    const StepStats s = engine.train_step(batch, dloss);
-    const double tp1 = now_s();
-    const kernels::KernelTotals mm = kernels::kernel_totals(kernels::KernelKind::matmul) - mm0;
-    const kernels::KernelTotals at = kernels::kernel_totals(kernels::KernelKind::attention) - at0;
-    double red[3] = {s.loss_sum, double(s.loss_tokens), engine.state().grad_sq_norm_local()};
-    mesh.world().all_reduce(red, 3);
-    const double loss = red[0] / red[1];
-    const double norm = std::sqrt(red[2]);
-    const float scale = (o.clip_grad > 0 && norm > o.clip_grad) ? static_cast<float>(o.clip_grad / norm) : 1.0f;
-    const float lr = o.lr.at(it);
-    const double to0 = now_s();
-    engine.state().step(lr, scale, it + 1, o.adam);
-    const double to1 = now_s();
-    const double dt = to1 - t0;
-    records.push_back(StepRecord{dt, tp1 - tp0, s.forward_s, s.backward_s, s.compute_s, s.idle_s, to1 - to0,
-                                 s.loss_tokens, static_cast<int64_t>(red[1]), mm.seconds, mm.flops, at.seconds,
-                                 at.flops});
-    consumed.push_back(red[1]);
-    if (trace) {
-      trace->complete("step", "train", t0, to1, {{"iteration", it + 1}});
-      trace->complete("train_step", "train", tp0, tp1,
-                      {{"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"idle_s", s.idle_s}});
-      for (const ComputeSpan& c : compute_spans(s.actions))
-        trace->complete(c.name, "compute", c.start_s, c.end_s, c.args);
-      trace->complete("optimizer", "train", to0, to1);
-    }
-    r.losses.push_back(loss);
-    r.step_times_s.push_back(dt);
-    r.grad_norms.push_back(norm);
-    r.lrs.push_back(lr);
-    if (rank0 && !o.quiet && (it % o.log_interval == 0 || it + 1 == o.train_iters)) {
-      const double peak = double(MemoryTracker::global().snapshot().peak_total);
-      fmt::print("{}iter {:>5}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} GFLOP/s | peak mem {}\n",
-                 tty ? "\r\033[K" : "", it + 1, o.train_iters, loss, lr, norm, red[1] / dt,
-                 flops.model / dt / 1e9 / mesh.world_size(), human_bytes(peak));
-    }
-    if (tty) {
-      const double elapsed = now_s() - t_start, frac = double(it + 1) / o.train_iters;
-      const int w = 30, fill = static_cast<int>(frac * w);
-      fmt::print("[{}{}] {:3.0f}% ETA {}", std::string(fill, '#'), std::string(w - fill, ' '), 100 * frac,
-                 human_time(elapsed / frac - elapsed));
-    }
-    std::fflush(stdout);
-    // The report's communication covers the steady iterations: the first one
-    // (first-touch allocation, connection set-up) is left out when there are more.
-    if (it == 0 && o.train_iters > 1) mesh.reset_stats();
-    if (data.has_eval() && o.eval_interval > 0 && (it + 1) % o.eval_interval == 0 && it + 1 < o.train_iters)
-      evaluate(it + 1);
-  }
-  if (tty) fmt::print("\r\033[K");
-  train_comm.merge(mesh.stats());
-  mesh.reset_stats();  // evaluate() adds what the groups hold: nothing left to add twice
-  if (data.has_eval()) evaluate(o.train_iters);
-  std::vector<double> later(r.step_times_s.begin() + (r.step_times_s.size() > 1 ? 1 : 0), r.step_times_s.end());
-  // Throughput from the tokens each step consumed (never the configured batch).
-  std::vector<double> later_tps;
-  for (size_t i = r.step_times_s.size() > 1 ? 1 : 0; i < r.step_times_s.size(); ++i)
-    later_tps.push_back(consumed[i] / r.step_times_s[i]);
-  r.tokens_per_s = median(later_tps);
-  if (!consumed.empty()) r.tokens_per_step = median(consumed);
-
-  if (!o.dump_weights_path.empty() || o.sample_tokens > 0) {
-    const std::vector<float> w = gather_serial_weights(engine.state(), mesh, o);
-    if (rank0 && !o.dump_weights_path.empty())
-      write_output_file(o.dump_weights_path,
-                        {std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float))}, "weights");
-    if (rank0 && o.sample_tokens > 0) sample_text(o, w);
-  }
-
-  // Memory: the most loaded rank's peak per category.
-  const MemorySnapshot ms = MemoryTracker::global().snapshot();
-  double peaks[kNumMemCategories + 2];
-  for (int i = 0; i < kNumMemCategories; ++i) peaks[i] = double(ms.peak[i]);
-  peaks[kNumMemCategories] = double(ms.peak_total);
-  peaks[kNumMemCategories + 1] = double(process_peak_rss_bytes());
-  mesh.world().all_reduce(peaks, kNumMemCategories + 2, ReduceOp::max);
-
-  // Every rank's record, gathered on rank 0 (raw MPI: not counted, not traced).
-  nlohmann::json measurements;
-  if (!o.report_path.empty() || !o.quiet) {
-    RankRecord rec;
-    rec.rank = mesh.rank();
-    rec.coord = mesh.coord();
-    rec.steps = records;
-    rec.comm = train_comm;
-    rec.comm_steps = std::max(1, o.train_iters - 1);
-    rec.memory = ms;
-    rec.peak_rss_bytes = process_peak_rss_bytes();
-    rec.flops = rank_step_flops(m, p, mesh.coord().pp, r.tokens_per_step);
-    const std::vector<std::string> all = gather_strings(mesh.world(), rank_record_json(rec).dump());
-    if (rank0) {
-      std::vector<nlohmann::json> ranks;
-      for (const std::string& s : all) ranks.push_back(nlohmann::json::parse(s));
-      measurements = aggregate_measurements(ranks, ReportContext{m, p, mesh.world_size(), o.peak_tflops});
-    }
-  }
-  if (trace) {
-    mesh.set_tracer(nullptr);
-    trace->gather_and_write(mesh.world(), o.trace_path);
-  }
-
-  if (rank0 && !o.report_path.empty()) {
-    nlohmann::json j;
-    j["config"] = o;
-    j["meshtrain_commit"] = build_commit();
-    j["world_size"] = mesh.world_size();
-    j["losses"] = r.losses;
-    j["step_times_s"] = r.step_times_s;
-    j["grad_norms"] = r.grad_norms;
-    j["lrs"] = r.lrs;
-    j["val_losses"] = nlohmann::json::array();
-    for (auto [i, l] : r.val_losses) j["val_losses"].push_back({{"iteration", i}, {"loss", l}});
-    j["tokens_per_step"] = r.tokens_per_step;
-    j["configured_tokens_per_step"] = tokens_per_step;
-    j["tokens_per_s"] = r.tokens_per_s;
-    const StepFlops consumed_flops = step_flops(m, p, r.tokens_per_step);
-    j["model_flops_per_step"] = consumed_flops.model;
-    j["hardware_flops_per_step"] = consumed_flops.hardware;
-    const double step = median(later);
-    j["model_tflops_per_rank"] = consumed_flops.model / step / 1e12 / mesh.world_size();
-    j["hardware_tflops_per_rank"] = consumed_flops.hardware / step / 1e12 / mesh.world_size();
-    if (o.peak_tflops > 0) {
-      j["mfu"] = j["model_tflops_per_rank"].get<double>() / o.peak_tflops;
-      j["hfu"] = j["hardware_tflops_per_rank"].get<double>() / o.peak_tflops;
-    }
-    nlohmann::json mem;
-    for (int i = 0; i < kNumMemCategories; ++i) mem[std::string(mem_category_name(MemCategory(i)))] = int64_t(peaks[i]);
-    mem["total"] = int64_t(peaks[kNumMemCategories]);
-    j["memory_peak_bytes"] = mem;
-    j["process_peak_rss_bytes"] = int64_t(peaks[kNumMemCategories + 1]);
-    j["measurements"] = measurements;
-    write_output_file(o.report_path, {j.dump(2)}, "run report");
-  }
-  if (rank0 && !o.quiet) {
-    fmt::print("\nsummary | {} iterations | final loss {:.4f} | {:.0f} tokens/s (median) | {:.2f} TFLOP/s per rank (model) | peak memory {} (params {}, grads {}, optimizer {}, activations {})\n",
-               o.train_iters, r.losses.empty() ? 0.0 : r.losses.back(), r.tokens_per_s,
-               flops.model / median(later) / 1e12 / mesh.world_size(), human_bytes(peaks[kNumMemCategories]),
-               human_bytes(peaks[0]), human_bytes(peaks[1]), human_bytes(peaks[2]), human_bytes(peaks[3]));
-    if (!measurements.is_null()) fmt::print("{}", summary_table(measurements));
-    std::fflush(stdout);
-  }
-  return r;
-}
 
 }  // namespace
 
-void check_options(const TrainOptions& o, int world_size) {
-  ParallelConfig p = o.parallel;
-  validate(o.model, p, world_size);
-  check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
-  check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
-  check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);
-  check(o.eval_iters >= 0 && o.eval_interval >= 0, "eval-iters and eval-interval must not be negative");
-  if (!o.mock_data) {
-    check(!o.data_path.empty(), "no --data-path given (or use --mock-data)");
-    check(fs::exists(o.data_path), "data path {} does not exist", o.data_path);
-    const std::string f = train_file(o);
-    check(fs::exists(f), "training token file {} does not exist", f);
-    const data::TokenFile t(f);  // validates header and size
-    check(t.size() >= int64_t{o.model.seq_length} + 1, "token file {} holds {} tokens, fewer than seq-length + 1 = {}",
-          f, t.size(), o.model.seq_length + 1);
-    t.validate_vocab(o.model.vocab_size);
-    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
-      const data::TokenFile val(v);
-      check(val.size() >= int64_t{o.model.seq_length} * o.parallel.global_batch_size + 1,
-            "validation file {} holds {} tokens, fewer than one global batch", v, val.size());
-      val.validate_vocab(o.model.vocab_size);
+template <class T>
+Trainer<T>::Trainer(const TrainOptions& o, ProcessMesh& mesh)
+    : o_(o), mesh_(mesh), data_(o), log_(o, mesh.rank() == 0), fault_(fault_injection_from_env()) {
+  // A bad checkpoint is refused before the model is allocated.
+  const double tv = now_s();
+  if (!o.load_dir.empty()) verify_checkpoint(o.load_dir, o.model, o.seed, mesh.world());
+  verify_s_ = now_s() - tv;
+  engine_ = std::make_unique<PipelineEngine<T>>(o.model, o.parallel, mesh, o.seed);
+  const ParallelConfig& p = o.parallel;
+  const int mbs = p.num_micro_batches();
+  const int64_t N = int64_t{p.micro_batch_size} * o.model.seq_length;
+  tokens_ = Buffer(MemCategory::activations, mbs * N * sizeof(int32_t));
+  targets_ = Buffer(MemCategory::activations, mbs * N * sizeof(int32_t));
+  batch_ = StepBatch{tokens_.as<int32_t>(), targets_.as<int32_t>(), mbs};
+  const double tokens_per_step = double(p.global_batch_size) * o.model.seq_length;
+  dloss_ = static_cast<float>(1.0 / tokens_per_step);
+  flops_ = step_flops(o.model, p, tokens_per_step);
+  r_.tokens_per_step = tokens_per_step;
+  // Measurement (measure/run_report.h, measure/trace.h): per-step records,
+  // the training steps' communication (evaluation excluded), and the trace.
+  if (!o.trace_path.empty()) {
+    trace_ = std::make_unique<TraceWriter>(mesh.rank(), mesh.coord().pp, synchronized_origin_s(mesh.world()));
+    mesh.set_tracer(trace_.get());
+  }
+  if (!o.save_dir.empty()) writer_ = std::make_unique<CheckpointWriter>(o.save_dir, o.keep_last, o.async_save);
+  if (o.exit_signal_handler) install_term_handler();
+  mesh.reset_stats();
+}
+
+template <class T>
+Trainer<T>::~Trainer() {
+  if (trace_) mesh_.set_tracer(nullptr);
+}
+
+template <class T>
+int Trainer<T>::load() {
+  if (o_.load_dir.empty()) return 0;
+  const double t0 = now_s();
+  const CheckpointMeta meta = load_checkpoint(o_.load_dir, o_.model, engine_->state(), mesh_);
+  double load_s = now_s() - t0;
+  mesh_.world().all_reduce(&load_s, 1, ReduceOp::max);
+  r_.load = {{"path", meta.path}, {"iteration", meta.iteration}, {"verify_s", verify_s_}, {"load_s", load_s}};
+  r_.resumed_from_iteration = meta.iteration;
+  r_.skipped_steps = meta.skipped_steps;
+  last_saved_ = meta.iteration;
+  log_.event(fmt::format("loaded checkpoint {} (iteration {}, {} consumed samples)", meta.path, meta.iteration,
+                         meta.consumed_samples));
+  mesh_.reset_stats();
+  return meta.iteration;
+}
+
+template <class T>
+StepOutcome Trainer<T>::step(int it) {
+  if (fault_.kill.at(mesh_.rank(), it)) std::raise(SIGKILL);
+  const double t0 = now_s();
+  data_.fill(it, false, mesh_.coord().dp, tokens_.as<int32_t>(), targets_.as<int32_t>());
+  const KernelMark k0 = KernelMark::now();
+  const double tp0 = now_s();
+  const StepStats s = engine_->train_step(batch_, dloss_);
+  const double tp1 = now_s();
+  const KernelMark k1 = KernelMark::now();
+  const bool late = o_.exit_duration_mins > 0 && now_s() - t_start_ > 60 * o_.exit_duration_mins;
+  // One reduction: loss sum, its tokens, squared gradient norm, stop requests.
+  double red[5] = {s.loss_sum, double(s.loss_tokens), engine_->state().grad_sq_norm_local(),
+                   term_requested() ? 1.0 : 0.0, late ? 1.0 : 0.0};
+  if (fault_.nan_loss.at(mesh_.rank(), it)) red[0] = std::numeric_limits<double>::quiet_NaN();
+  mesh_.world().all_reduce(red, 5);
+  StepOutcome out{red[0] / red[1], std::sqrt(red[2])};
+  out.stop = red[3] > 0 ? StopReason::signal : red[4] > 0 ? StopReason::exit_duration : StopReason::none;
+  if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
+    if (r_.skipped_steps >= o_.skip_nonfinite) stop_nonfinite(it, out.loss, out.grad_norm);
+    out.skipped = true;
+    ++r_.skipped_steps;
+  }
+  const float lr = o_.lr.at(it);
+  const float scale =
+      (o_.clip_grad > 0 && out.grad_norm > o_.clip_grad) ? static_cast<float>(o_.clip_grad / out.grad_norm) : 1.0f;
+  const double to0 = now_s();
+  if (out.skipped)
+    engine_->state().discard_gradients();
+  else  // Adam's step count: the updates made so far
+    engine_->state().step(lr, scale, it + 1 - r_.skipped_steps, o_.adam);
+  const double to1 = now_s();
+  StepRecord rec{to1 - t0, tp1 - tp0, s.forward_s, s.backward_s, s.compute_s, s.idle_s, to1 - to0,
+                 s.loss_tokens, static_cast<int64_t>(red[1]), k1.mm.seconds - k0.mm.seconds,
+                 k1.mm.flops - k0.mm.flops, k1.at.seconds - k0.at.seconds, k1.at.flops - k0.at.flops};
+  record_step(it, s, t0, tp0, tp1, to0, to1, red[1]);
+  meas_.records.push_back(rec);
+  r_.losses.push_back(out.loss);
+  r_.grad_norms.push_back(out.grad_norm);
+  r_.lrs.push_back(lr);
+  log_step(it, out, to1 - t0, red[1]);
+  // The report's communication covers the steady iterations: the first one
+  // (first-touch allocation, connection set-up) is left out when there are more.
+  if (it == r_.first_iteration && it + 1 < o_.train_iters) mesh_.reset_stats();
+  return out;
+}
+
+template <class T>
+void Trainer<T>::record_step(int it, const StepStats& s, double t0, double tp0, double tp1, double to0, double to1,
+                             double step_tokens) {
+  meas_.consumed.push_back(step_tokens);
+  r_.step_times_s.push_back(to1 - t0);
+  if (!trace_) return;
+  trace_->complete("step", "train", t0, to1, {{"iteration", it + 1}});
+  trace_->complete("train_step", "train", tp0, tp1,
+                   {{"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"idle_s", s.idle_s}});
+  for (const ComputeSpan& c : compute_spans(s.actions)) trace_->complete(c.name, "compute", c.start_s, c.end_s, c.args);
+  trace_->complete("optimizer", "train", to0, to1);
+}
+
+template <class T>
+void Trainer<T>::log_step(int it, const StepOutcome& out, double dt, double step_tokens) {
+  IterationMetrics m;
+  m.iteration = it + 1;
+  m.loss = out.loss;
+  m.lr = r_.lrs.back();
+  m.grad_norm = out.grad_norm;
+  m.step_time_s = dt;
+  m.tokens_per_s = step_tokens / dt;
+  m.gflops_per_rank = flops_.model / dt / 1e9 / mesh_.world_size();
+  m.peak_bytes = double(MemoryTracker::global().snapshot().peak_total);
+  m.skipped = out.skipped;
+  m.skipped_steps = r_.skipped_steps;
+  log_.iteration(m);
+  if (o_.train_iters > r_.first_iteration) log_.progress(it + 1, now_s() - t_start_, r_.first_iteration);
+}
+
+// Names the first tensor with a non-finite reduced gradient (lowest rank),
+// writes the report and ends every rank with the same message.
+template <class T>
+void Trainer<T>::stop_nonfinite(int it, double loss, double norm) {
+  const ParamSpec* bad = engine_->state().first_nonfinite_grad();
+  const std::string where = agree_on_error(
+      mesh_.world(), bad ? fmt::format("; first non-finite gradient: rank {}, tensor {}", mesh_.rank(), bad->name) : "");
+  r_.stop_reason = "nonfinite";
+  r_.losses.push_back(loss);
+  r_.grad_norms.push_back(norm);
+  r_.lrs.push_back(o_.lr.at(it));
+  report(false);
+  throw AgreedError(fmt::format("non-finite {} at iteration {} (loss {}, gradient norm {}){}; stopped without saving{}",
+                                std::isfinite(loss) ? "gradient norm" : "loss", it + 1, loss, norm, where,
+                                o_.skip_nonfinite > 0 ? fmt::format(" ({} such steps skipped before)", r_.skipped_steps)
+                                                      : " (--skip-nonfinite N skips such steps)"));
+}
+
+template <class T>
+void Trainer<T>::evaluate(int it) {
+  meas_.train_comm.merge(mesh_.stats());
+  const double te0 = now_s();
+  double sums[2] = {0, 0};
+  for (int64_t b = 0; b < data_.eval_batches(); ++b) {
+    data_.fill(b, true, mesh_.coord().dp, tokens_.as<int32_t>(), targets_.as<int32_t>());
+    const StepStats s = engine_->eval_step(batch_);
+    sums[0] += s.loss_sum;
+    sums[1] += double(s.loss_tokens);
+  }
+  mesh_.world().all_reduce(sums, 2);
+  const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
+  r_.val_losses.emplace_back(it, loss);
+  if (trace_) trace_->complete("evaluate", "eval", te0, now_s(), {{"iteration", it}});
+  mesh_.reset_stats();
+  log_.validation(it, loss);
+}
+
+template <class T>
+void Trainer<T>::save(int iteration) {
+  if (!writer_ || last_saved_ == iteration) return;
+  meas_.train_comm.merge(mesh_.stats());
+  CheckpointMeta meta;
+  meta.iteration = iteration;
+  meta.consumed_samples = int64_t{iteration} * o_.parallel.global_batch_size;
+  meta.skipped_steps = r_.skipped_steps;
+  meta.seed = o_.seed;
+  const SaveRecord rec = writer_->save(meta, nlohmann::json(o_), engine_->state(), mesh_,
+                                       fault_.kill_during_save.at(mesh_.rank(), iteration));
+  last_saved_ = iteration;
+  record_checkpoints();
+  log_.event(rec.summary());
+  report(false);
+  mesh_.reset_stats();
+}
+
+template <class T>
+void Trainer<T>::record_checkpoints() {
+  r_.checkpoints.clear();
+  for (const SaveRecord& s : writer_->records()) r_.checkpoints.push_back(s.to_json());
+}
+
+template <class T>
+void Trainer<T>::report(bool final) {
+  summarize_throughput(r_, meas_);
+  const nlohmann::json j = build_run_report(o_, r_, meas_, mesh_, final);
+  if (mesh_.rank() == 0 && !o_.report_path.empty()) write_output_file(o_.report_path, {j.dump(2)}, "run report");
+}
+
+template <class T>
+StopReason Trainer<T>::stop_after(int it, const StepOutcome& out) const {
+  if (out.stop != StopReason::none) return out.stop;
+  if (o_.exit_interval > 0 && (it + 1) % o_.exit_interval == 0 && it + 1 < o_.train_iters)
+    return StopReason::exit_interval;
+  return StopReason::none;
+}
+
+template <class T>
+TrainResult Trainer<T>::run() {
+  r_.first_iteration = load();
+  t_start_ = now_s();
+  StopReason stop = StopReason::finished;
+  for (int it = r_.first_iteration; it < o_.train_iters; ++it) {
+    const StepOutcome out = step(it);
+    if (data_.has_eval() && o_.eval_interval > 0 && (it + 1) % o_.eval_interval == 0 && it + 1 < o_.train_iters)
+      evaluate(it + 1);
+    const StopReason s = stop_after(it, out);
+    if (s != StopReason::none || it + 1 == o_.train_iters || (o_.save_interval > 0 && (it + 1) % o_.save_interval == 0))
+      save(it + 1);
+    if (s != StopReason::none) {
+      stop = s;
+      log_.event(fmt::format("stopping after iteration {} ({})", it + 1, stop_reason_name(s)));
+      break;
     }
+  }
+  r_.stop_reason = stop_reason_name(stop);
+  finish();
+  report(true);
+  return r_;
+}
+
+// After the last step: the pending asynchronous save, the final evaluation,
+// weights dump and sample, the trace.
+template <class T>
+void Trainer<T>::finish() {
+  log_.end_progress();
+  if (writer_ && writer_->wait(mesh_).iteration >= 0) record_checkpoints();
+  meas_.train_comm.merge(mesh_.stats());
+  mesh_.reset_stats();  // evaluate() adds what the groups hold: nothing left to add twice
+  if (data_.has_eval() && r_.stop_reason == stop_reason_name(StopReason::finished)) evaluate(o_.train_iters);
+  if (!o_.dump_weights_path.empty() || o_.sample_tokens > 0) {
+    const std::vector<float> w = gather_serial_weights(engine_->state(), mesh_, o_.model);
+    if (mesh_.rank() == 0 && !o_.dump_weights_path.empty())
+      write_output_file(o_.dump_weights_path,
+                        {std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float))}, "weights");
+    if (mesh_.rank() == 0 && o_.sample_tokens > 0) {
+      SamplingOptions so;
+      so.new_tokens = o_.sample_tokens;
+      so.seed = o_.seed;
+      print_sample(o_.model, w, o_.data_path, o_.sample_prompt, so);
+    }
+  }
+  if (trace_) {
+    mesh_.set_tracer(nullptr);
+    trace_->gather_and_write(mesh_.world(), o_.trace_path);
+    trace_.reset();
   }
 }
 
+template class Trainer<float>;
+template class Trainer<bf16>;
+
 TrainResult train(const TrainOptions& o, ProcessMesh& mesh) {
-  if (o.parallel.bf16) return train_impl<bf16>(o, mesh);
-  return train_impl<float>(o, mesh);
+  if (o.parallel.bf16) return Trainer<bf16>(o, mesh).run();
+  return Trainer<float>(o, mesh).run();
 }
 
 }  // namespace meshtrain

@@ -1,7 +1,8 @@
 #include "meshtrain/kernels/kernel_clock.h"
 
 #include <atomic>
-#include <chrono>
+
+#include "meshtrain/core/clock.h"
 
 namespace meshtrain::kernels {
 
@@ -16,11 +17,6 @@ struct Counter {
 Counter& counter(KernelKind k) {
   static Counter counters[kNumKernelKinds];
   return counters[static_cast<int>(k)];
-}
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

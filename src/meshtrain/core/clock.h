@@ -1,15 +1,24 @@
-// Wall-clock timing. now_s() reads std::chrono::steady_clock: monotonic, and
-// on Linux the same clock (CLOCK_MONOTONIC) in every process of a host, so
-// timestamps of ranks on one node line up. comm's CommEvent uses it too.
+// The one clock of meshtrain. now_s() and now_ns() read
+// std::chrono::steady_clock: monotonic, and on Linux the same clock
+// (CLOCK_MONOTONIC) in every process of a host, so timestamps of ranks on one
+// node line up. Communication events, kernel timers, the watchdog, traces and
+// the training loop all use it.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace meshtrain {
 
 // Seconds since the steady clock's epoch.
 inline double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Nanoseconds since the same epoch (integer: for atomics and sums).
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // Measures from construction (or restart()) to now.

@@ -1,4 +1,4 @@
-#include "meshtrain/measure/timer.h"
+#include "meshtrain/core/clock.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 namespace meshtrain {
 namespace {
 
-TEST(Timer, NowIsMonotonic) {
+TEST(Clock, NowIsMonotonic) {
   double prev = now_s();
   for (int i = 0; i < 1000; ++i) {
     const double t = now_s();
@@ -16,7 +16,7 @@ TEST(Timer, NowIsMonotonic) {
   }
 }
 
-TEST(Timer, ScopedTimerAccumulates) {
+TEST(Clock, ScopedTimerAccumulates) {
   double total = 1.0;
   {
     ScopedTimer t(total);
@@ -29,7 +29,7 @@ TEST(Timer, ScopedTimerAccumulates) {
   EXPECT_GE(total, after_one);
 }
 
-TEST(Timer, StopwatchMeasuresFromStart) {
+TEST(Clock, StopwatchMeasuresFromStart) {
   Stopwatch w;
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_GE(w.elapsed_s(), 0.0095);

@@ -1,0 +1,112 @@
+// Distributed checkpoints (docs/CHECKPOINTS.md).
+//
+// Every rank writes its own shard file in parallel, in the safetensors
+// layout (safetensors.h): for each parameter range it is the one writer of
+// (ShardedState::OptimizerShard), "<tensor>/weight" (bf16 or fp32, the
+// working weights), "<tensor>/master" (fp32, bf16 runs only),
+// "<tensor>/exp_avg" and "<tensor>/exp_avg_sq" (fp32 Adam moments), each a
+// flat range of the rank's slice of the tensor. Rank 0 writes
+// metadata.json: format and version, the writer's commit, iteration,
+// consumed samples, skipped steps, the RNG state (the counter-based
+// generator's seed: initial values and data order are functions of the seed
+// and the iteration), the model and parallel configuration, the dtypes, each
+// tensor's global shape and shards as Megatron's ShardedTensor describes
+// them (file, global_offset, local_shape, flattened_range), and every file's
+// size and CRC-32. The folder is staged and committed as checkpoint_dir.h
+// says.
+//
+// Loading reshards: each rank reads, for each parameter of its own layout,
+// the saved shards that intersect its slice and scatters them by global
+// element index, so a checkpoint loads under any TP, PP, DP, ZeRO stage,
+// world size or precision. Weights are restored as the working dtype of the
+// fp32 master (bf16(master) is what training keeps), so a same-layout
+// resume continues bit-identically.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/comm/process_mesh.h"
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/parallel/sharded_state.h"
+
+namespace meshtrain {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct CheckpointMeta {
+  int iteration = 0;            // completed optimizer steps
+  int64_t consumed_samples = 0;
+  int skipped_steps = 0;        // non-finite steps skipped (Adam's step count is iteration - skipped)
+  uint64_t seed = 0;
+  std::string path;             // the folder (on load)
+};
+
+// One save as the training rank saw it (bytes and times: the slowest rank).
+struct SaveRecord {
+  int iteration = 0;
+  std::string path;
+  int64_t bytes = 0;        // all shard files and the metadata
+  double snapshot_s = 0;    // collecting this rank's shards (copying them to host memory: --async-save only)
+  double write_s = 0;       // writing and syncing the shard files
+  double commit_s = 0;      // metadata, rename, latest, pruning
+  double stall_s = 0;       // the time training waited for this save
+  bool async = false;
+  nlohmann::json to_json() const;
+  std::string summary() const;  // one line for the console
+};
+
+// Writes checkpoints into one folder. Collective: every rank calls save().
+class CheckpointWriter {
+ public:
+  CheckpointWriter(std::string dir, int keep_last, bool async);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Synchronous: writes straight from the state and commits before
+  // returning. Asynchronous: copies
+  // the shards to host memory, starts writing them in a background thread
+  // and returns; the commit happens in the next save() or wait(). On any
+  // rank's failure (disk full, ...) every rank throws the same AgreedError
+  // and the staged folder is removed: the previous checkpoint stays intact.
+  // `die_before_commit` (fault injection): this rank kills itself after
+  // writing its shard.
+  template <class T>
+  SaveRecord save(const CheckpointMeta& meta, const nlohmann::json& run, ShardedState<T>& state, ProcessMesh& mesh,
+                  bool die_before_commit);
+  // Commits a pending asynchronous save (collective); returns its record,
+  // or one with iteration -1 when none was pending.
+  SaveRecord wait(ProcessMesh& mesh);
+  // Every save so far; an asynchronous one gains its write and commit
+  // figures when committed.
+  const std::vector<SaveRecord>& records() const { return records_; }
+
+  struct Pending;  // a save between snapshot and commit (checkpoint_save.cc)
+
+ private:
+  SaveRecord commit(ProcessMesh& mesh);
+  std::string dir_;
+  int keep_last_;
+  bool async_;
+  std::unique_ptr<Pending> pending_;
+  std::vector<SaveRecord> records_;
+};
+
+// Collective over `world`, before any large allocation: resolves `dir`
+// (checkpoint_dir.h), reads the metadata, checks its format version, that
+// its tensors and shapes are this model's and cover every element, the seed,
+// that every shard file exists with its recorded size, and (each file on one
+// rank) its header and CRC-32. Throws AgreedError("bad checkpoint DIR: ...")
+// on every rank.
+void verify_checkpoint(const std::string& dir, const ModelConfig& m, uint64_t seed, Communicator& world);
+
+// Collective: loads the verified checkpoint into `state` (any layout).
+template <class T>
+CheckpointMeta load_checkpoint(const std::string& dir, const ModelConfig& m, ShardedState<T>& state, ProcessMesh& mesh);
+
+}  // namespace meshtrain
