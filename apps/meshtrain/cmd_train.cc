@@ -21,6 +21,8 @@
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/agreed_error.h"
 #include "meshtrain/comm/process_mesh.h"
+#include "meshtrain/core/backends.h"
+#include "meshtrain/core/device.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/output_file.h"
 #include "meshtrain/train/memory_check.h"
@@ -40,8 +42,22 @@ struct TrainFlags {
   std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
   bool sp = false, bf16 = false, no_memory_check = false;
   std::string peak_from;
+  std::string device = "cpu";
   TrainOptions o;
 };
+
+// --device: the CPU engine, or the GPU backend where it is compiled. The
+// training step itself does not run on a GPU yet: the CUDA kernels are built
+// and checked against the CPU kernels (test_gpu), the engine's device path is
+// not written, so `cuda` is refused with the reason.
+void check_device(const std::string& name) {
+  const std::optional<Device> d = parse_device(name);
+  check(d.has_value(), "--device {}: expected cpu or cuda", name);
+  check(*d == Device::cpu || cuda_compiled(),
+        "--device cuda: this build has no CUDA backend (compiled: {}); configure with a CUDA toolkit", compiled_backends());
+  check(*d == Device::cpu,
+        "--device cuda: the training step does not run on a GPU yet (only the CUDA kernels are built: test_gpu)");
+}
 
 // Ranks on this node, from the launcher's environment (1 if unknown).
 int ranks_on_node() {
@@ -123,6 +139,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   p.recompute_method = parse_recompute_method(f.recompute_method);
   p.recompute_num_layers = f.recompute_layers;
   p.bf16 = f.bf16;
+  check_device(f.device);
   if (o.lr.decay_iters == 0) o.lr.decay_iters = o.train_iters;
   if (o.model.max_position_embeddings == 0) o.model.max_position_embeddings = o.model.seq_length;
   if (!f.peak_from.empty()) {
@@ -208,6 +225,8 @@ void add_train_command(CLI::App& app, Runner& run) {
       ->group(g);
   cmd->add_flag("--bf16", f->bf16, "bf16 weights/activations/matmuls, fp32 master weights, grads and Adam")
       ->group(g);
+  cmd->add_option("--device", f->device, "cpu or cuda (cuda: only where the CUDA backend is compiled)")
+      ->capture_default_str()->group(g);
   g = "Optimizer";
   cmd->add_option("--lr", o.lr.lr, "Peak learning rate")->capture_default_str()->group(g);
   cmd->add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of the cosine decay")

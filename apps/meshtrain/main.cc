@@ -7,6 +7,7 @@
 #include <new>
 
 #include "commands.h"
+#include "meshtrain/core/backends.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 
@@ -25,8 +26,10 @@ int main(int argc, char** argv) {
     return std::string("meshtrain: error: ") + e.what() + " (--help lists the flags)\n";
   });
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
-  app.set_version_flag("--version", std::string("meshtrain ") + meshtrain::build_commit(),
-                       "Print the source revision this binary was built from");
+  app.set_version_flag("--version",
+                       std::string("meshtrain ") + meshtrain::build_commit() +
+                           "\nbackends: " + meshtrain::compiled_backends(),
+                       "Print the source revision this binary was built from and its compiled backends");
   meshtrain::cli::Runner run;
   meshtrain::cli::add_train_command(app, run);
   meshtrain::cli::add_prepare_data_command(app, run);

@@ -79,6 +79,12 @@ TEST(BadInput, ZeroOrNegativeSizes) {
   expect_one_line_error(run(kTrain + "--mock-data --micro-batch-size 0"), "micro-batch-size must be positive");
   expect_one_line_error(run(kTrain + "--mock-data --vocab-size -1"), "vocab-size must be positive");
 }
+TEST(BadInput, Device) {
+  expect_one_line_error(run(kTrain + "--mock-data --device tpu"), "expected cpu or cuda");
+  // Without the CUDA backend, or with it (the engine's GPU path is not
+  // written yet), --device cuda is refused with the reason.
+  expect_one_line_error(run(kTrain + "--mock-data --device cuda"), "--device cuda:");
+}
 TEST(BadInput, LlamaFlags) {
   expect_one_line_error(run(kTrain + "--mock-data --group-query-attention"), "needs --num-query-groups");
   expect_one_line_error(run(kTrain + "--mock-data --group-query-attention --num-query-groups 3"),

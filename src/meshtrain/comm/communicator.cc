@@ -25,7 +25,8 @@ int as_int_count(int64_t count, const std::string& group) {
 Request::Request(Request&& o) noexcept
     : comm_(std::exchange(o.comm_, nullptr)), op_(o.op_), bytes_(o.bytes_), peer_(o.peer_),
       start_s_(o.start_s_), post_s_(o.post_s_), polled_s_(o.polled_s_),
-      req_(std::exchange(o.req_, MPI_REQUEST_NULL)) {}
+      req_(std::exchange(o.req_, MPI_REQUEST_NULL)), staging_(std::move(o.staging_)),
+      deliver_to_(std::exchange(o.deliver_to_, nullptr)) {}
 
 Request& Request::operator=(Request&& o) noexcept {
   if (this != &o) {
@@ -44,6 +45,8 @@ Request& Request::operator=(Request&& o) noexcept {
     post_s_ = o.post_s_;
     polled_s_ = o.polled_s_;
     req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
+    staging_ = std::move(o.staging_);
+    deliver_to_ = std::exchange(o.deliver_to_, nullptr);
   }
   return *this;
 }
@@ -89,6 +92,9 @@ bool Request::test() {
 }
 
 void Request::finish(double wait_start_s) {
+  if (deliver_to_) comm_->copy_local(deliver_to_, staging_.data(), staging_.bytes());
+  staging_.reset();
+  deliver_to_ = nullptr;
   const double t1 = now_s();
   Communicator* c = std::exchange(comm_, nullptr);
   c->record(op_, bytes_, peer_, start_s_, t1, post_s_ + polled_s_ + (t1 - wait_start_s));
@@ -147,6 +153,13 @@ void Communicator::record(CommOp op, int64_t bytes, int peer, double start_s, do
   if (tracer_) tracer_->on_comm(CommEvent{op, name_, size_, bytes, start_s, end_s, exposed_s, peer});
 }
 
+void Communicator::copy_local(void* dst, const void* src, size_t bytes) {
+  if (transport_)
+    transport_->copy(dst, src, bytes);
+  else
+    std::memcpy(dst, src, bytes);
+}
+
 Request Communicator::posted(CommOp op, int64_t bytes, int peer, double start_s, int rc,
                              const char* mpi_call, MPI_Request req) {
   check_mpi(rc, mpi_call, name_);
@@ -157,38 +170,44 @@ void Communicator::all_reduce(void* buf, int64_t count, MPI_Datatype type, Reduc
   if (size_ == 1) return;  // the result is the input
   const int n = as_int_count(count, name_);
   const Call c = begin(CommOp::all_reduce, count * mpi_type_bytes(type), -1);
-  end(c, MPI_Allreduce(MPI_IN_PLACE, buf, n, type, mpi_op(op, type), comm_), "MPI_Allreduce");
+  end(c, transport_ ? transport_->all_reduce(buf, n, type, op, comm_)
+                    : MPI_Allreduce(MPI_IN_PLACE, buf, n, type, mpi_op(op, type), comm_),
+      "MPI_Allreduce");
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, int64_t count_per_rank,
                                   MPI_Datatype type, ReduceOp op) {
   const int64_t chunk = count_per_rank * mpi_type_bytes(type);
   if (size_ == 1) {
-    if (send != kInPlace && send != recv) std::memcpy(recv, send, static_cast<size_t>(chunk));
+    if (send != kInPlace && send != recv) copy_local(recv, send, static_cast<size_t>(chunk));
     return;
   }
   const int n = as_int_count(count_per_rank, name_);
   const Call c = begin(CommOp::reduce_scatter, chunk * size_, -1);
-  end(c, MPI_Reduce_scatter_block(send, recv, n, type, mpi_op(op, type), comm_),
+  end(c, transport_ ? transport_->reduce_scatter(send, recv, n, type, op, comm_)
+                    : MPI_Reduce_scatter_block(send, recv, n, type, mpi_op(op, type), comm_),
       "MPI_Reduce_scatter_block");
 }
 
 void Communicator::all_gather(const void* send, void* recv, int64_t count_per_rank, MPI_Datatype type) {
   const int64_t chunk = count_per_rank * mpi_type_bytes(type);
   if (size_ == 1) {
-    if (send != kInPlace && send != recv) std::memcpy(recv, send, static_cast<size_t>(chunk));
+    if (send != kInPlace && send != recv) copy_local(recv, send, static_cast<size_t>(chunk));
     return;
   }
   const int n = as_int_count(count_per_rank, name_);
   const Call c = begin(CommOp::all_gather, chunk * size_, -1);
-  end(c, MPI_Allgather(send, n, type, recv, n, type, comm_), "MPI_Allgather");
+  end(c, transport_ ? transport_->all_gather(send, recv, n, type, comm_)
+                    : MPI_Allgather(send, n, type, recv, n, type, comm_),
+      "MPI_Allgather");
 }
 
 void Communicator::broadcast(void* buf, int64_t count, MPI_Datatype type, int root) {
   if (size_ == 1) return;  // the result is the input
   const int n = as_int_count(count, name_);
   const Call c = begin(CommOp::broadcast, count * mpi_type_bytes(type), root);
-  end(c, MPI_Bcast(buf, n, type, root, comm_), "MPI_Bcast");
+  end(c, transport_ ? transport_->broadcast(buf, n, type, root, comm_) : MPI_Bcast(buf, n, type, root, comm_),
+      "MPI_Bcast");
 }
 
 void Communicator::barrier() {
@@ -200,18 +219,27 @@ void Communicator::barrier() {
 void Communicator::send(const void* buf, int64_t count, MPI_Datatype type, int dest, int tag) {
   const int n = as_int_count(count, name_);
   const Call c = begin(CommOp::send, count * mpi_type_bytes(type), dest);
-  end(c, MPI_Send(buf, n, type, dest, tag, comm_), "MPI_Send");
+  end(c, transport_ ? transport_->send(buf, n, type, dest, tag, comm_) : MPI_Send(buf, n, type, dest, tag, comm_),
+      "MPI_Send");
 }
 
 void Communicator::recv(void* buf, int64_t count, MPI_Datatype type, int src, int tag) {
   const int n = as_int_count(count, name_);
   const Call c = begin(CommOp::recv, count * mpi_type_bytes(type), src);
-  end(c, MPI_Recv(buf, n, type, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  end(c,
+      transport_ ? transport_->recv(buf, n, type, src, tag, comm_)
+                 : MPI_Recv(buf, n, type, src, tag, comm_, MPI_STATUS_IGNORE),
+      "MPI_Recv");
 }
 
 Request Communicator::iall_reduce(void* buf, int64_t count, MPI_Datatype type, ReduceOp op) {
   if (size_ == 1) return Request();
   const int n = as_int_count(count, name_);
+  if (transport_) {
+    const Call c = begin(CommOp::iall_reduce, count * mpi_type_bytes(type), -1);
+    end(c, transport_->all_reduce(buf, n, type, op, comm_), "MPI_Iallreduce");
+    return Request();
+  }
   const double t0 = now_s();
   MPI_Request req = MPI_REQUEST_NULL;
   const int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, mpi_op(op, type), comm_, &req);
@@ -222,10 +250,15 @@ Request Communicator::ireduce_scatter(const void* send, void* recv, int64_t coun
                                       MPI_Datatype type, ReduceOp op) {
   const int64_t chunk = count_per_rank * mpi_type_bytes(type);
   if (size_ == 1) {
-    if (send != kInPlace && send != recv) std::memcpy(recv, send, static_cast<size_t>(chunk));
+    if (send != kInPlace && send != recv) copy_local(recv, send, static_cast<size_t>(chunk));
     return Request();
   }
   const int n = as_int_count(count_per_rank, name_);
+  if (transport_) {
+    const Call c = begin(CommOp::ireduce_scatter, chunk * size_, -1);
+    end(c, transport_->reduce_scatter(send, recv, n, type, op, comm_), "MPI_Ireduce_scatter_block");
+    return Request();
+  }
   const double t0 = now_s();
   MPI_Request req = MPI_REQUEST_NULL;
   const int rc = MPI_Ireduce_scatter_block(send, recv, n, type, mpi_op(op, type), comm_, &req);
@@ -235,10 +268,15 @@ Request Communicator::ireduce_scatter(const void* send, void* recv, int64_t coun
 Request Communicator::iall_gather(const void* send, void* recv, int64_t count_per_rank, MPI_Datatype type) {
   const int64_t chunk = count_per_rank * mpi_type_bytes(type);
   if (size_ == 1) {
-    if (send != kInPlace && send != recv) std::memcpy(recv, send, static_cast<size_t>(chunk));
+    if (send != kInPlace && send != recv) copy_local(recv, send, static_cast<size_t>(chunk));
     return Request();
   }
   const int n = as_int_count(count_per_rank, name_);
+  if (transport_) {
+    const Call c = begin(CommOp::iall_gather, chunk * size_, -1);
+    end(c, transport_->all_gather(send, recv, n, type, comm_), "MPI_Iallgather");
+    return Request();
+  }
   const double t0 = now_s();
   MPI_Request req = MPI_REQUEST_NULL;
   const int rc = MPI_Iallgather(send, n, type, recv, n, type, comm_, &req);
@@ -249,6 +287,15 @@ Request Communicator::isend(const void* buf, int64_t count, MPI_Datatype type, i
   const int n = as_int_count(count, name_);
   const double t0 = now_s();
   MPI_Request req = MPI_REQUEST_NULL;
+  if (transport_) {  // staged: sent from a host copy the request keeps
+    const int64_t bytes = count * mpi_type_bytes(type);
+    Buffer host(MemCategory::comm_buffers, static_cast<size_t>(bytes), /*zero=*/false);
+    transport_->copy(host.data(), buf, static_cast<size_t>(bytes));
+    const int rc = MPI_Isend(host.data(), n, type, dest, tag, comm_, &req);
+    Request r = posted(CommOp::isend, bytes, dest, t0, rc, "MPI_Isend", req);
+    r.staging_ = std::move(host);
+    return r;
+  }
   const int rc = MPI_Isend(buf, n, type, dest, tag, comm_, &req);
   return posted(CommOp::isend, count * mpi_type_bytes(type), dest, t0, rc, "MPI_Isend", req);
 }
@@ -257,6 +304,15 @@ Request Communicator::irecv(void* buf, int64_t count, MPI_Datatype type, int src
   const int n = as_int_count(count, name_);
   const double t0 = now_s();
   MPI_Request req = MPI_REQUEST_NULL;
+  if (transport_) {  // staged: received into host memory, copied to buf when complete
+    const int64_t bytes = count * mpi_type_bytes(type);
+    Buffer host(MemCategory::comm_buffers, static_cast<size_t>(bytes), /*zero=*/false);
+    const int rc = MPI_Irecv(host.data(), n, type, src, tag, comm_, &req);
+    Request r = posted(CommOp::irecv, bytes, src, t0, rc, "MPI_Irecv", req);
+    r.staging_ = std::move(host);
+    r.deliver_to_ = buf;
+    return r;
+  }
   const int rc = MPI_Irecv(buf, n, type, src, tag, comm_, &req);
   return posted(CommOp::irecv, count * mpi_type_bytes(type), src, t0, rc, "MPI_Irecv", req);
 }

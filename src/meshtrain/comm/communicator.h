@@ -6,6 +6,8 @@
 //   - a blocking call (and a Request's wait()) arms the Watchdog, if any;
 //   - a CommTracer, if attached, sees each completed call.
 // Errors are returned by MPI (MPI_ERRORS_RETURN) and thrown as CommError.
+// Buffers in device memory go through a Transport (comm/transport.h)
+// attached with set_transport(); the bookkeeping is the same.
 //
 // Counts are elements of the given MPI datatype; typed overloads take the
 // datatype from T (comm/mpi_types.h), including bf16. Ranks (root, peer) are
@@ -29,7 +31,9 @@
 #include "meshtrain/comm/comm_stats.h"
 #include "meshtrain/comm/comm_tracer.h"
 #include "meshtrain/comm/mpi_types.h"
+#include "meshtrain/comm/transport.h"
 #include "meshtrain/comm/watchdog.h"
+#include "meshtrain/core/memory.h"
 
 namespace meshtrain {
 
@@ -69,6 +73,10 @@ class Request {
   double post_s_ = 0;    // time spent posting it
   double polled_s_ = 0;  // time spent in test() calls that found it pending
   MPI_Request req_ = MPI_REQUEST_NULL;
+  // Through a transport, point-to-point data is staged in host memory: the
+  // copy sent from, or received into and copied to deliver_to_ on completion.
+  Buffer staging_;
+  void* deliver_to_ = nullptr;
 };
 
 // Waits for each request in turn.
@@ -95,6 +103,9 @@ class Communicator {
   // Optional hooks; pass nullptr to detach. Not owned; must outlive use.
   void set_watchdog(Watchdog* w) { watchdog_ = w; }
   void set_tracer(CommTracer* t) { tracer_ = t; }
+  // Where the data moves (nullptr: MPI on host memory). Not owned.
+  void set_transport(Transport* t) { transport_ = t; }
+  Transport* transport() const { return transport_; }
 
   // --- Blocking collectives --------------------------------------------------
   // buf[0..count) := op over the group of every rank's buf[0..count).
@@ -180,8 +191,10 @@ class Communicator {
   void record(CommOp op, int64_t bytes, int peer, double start_s, double end_s, double exposed_s);
   Request posted(CommOp op, int64_t bytes, int peer, double start_s, int rc, const char* mpi_call,
                  MPI_Request req);
+  void copy_local(void* dst, const void* src, size_t bytes);
 
   MPI_Comm comm_;
+  Transport* transport_ = nullptr;
   std::string name_;
   bool owned_;
   int rank_ = 0;

@@ -5,8 +5,11 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
 
@@ -18,10 +21,12 @@ std::string_view mem_category_name(MemCategory c) {
   return names[static_cast<int>(c)];
 }
 
-MemoryTracker& MemoryTracker::global() {
-  static MemoryTracker t;
-  return t;
+MemoryTracker& MemoryTracker::of(Device d) {
+  static MemoryTracker t[kNumDevices];
+  return t[static_cast<int>(d)];
 }
+
+MemoryTracker& MemoryTracker::global() { return of(Device::cpu); }
 
 void MemoryTracker::on_alloc(MemCategory c, int64_t bytes) {
   const int i = static_cast<int>(c);
@@ -43,37 +48,59 @@ void MemoryTracker::reset_peaks() {
 
 namespace {
 constexpr size_t kCacheMin = size_t{1} << 20;
-std::multimap<size_t, void*>& block_cache() {
-  static std::multimap<size_t, void*> c;
-  return c;
-}
-int64_t g_cached = 0;
 size_t rounded_size(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Released large blocks of one device, by size.
+struct BlockCache {
+  std::multimap<size_t, void*> blocks;
+  int64_t bytes = 0;
+};
+BlockCache& block_cache(Device d) {
+  static BlockCache c[kNumDevices];
+  return c[static_cast<int>(d)];
+}
+
+DeviceAllocator& allocator_or_throw(Device d) {
+  DeviceAllocator* a = device_allocator(d);
+  if (!a) throw std::runtime_error(fmt::format("no allocator for device {}: the backend is not compiled in or not initialised",
+                                               device_name(d)));
+  return *a;
+}
 }  // namespace
 
-int64_t cached_bytes() { return g_cached; }
+int64_t cached_bytes(Device d) { return block_cache(d).bytes; }
 
 void release_cached_memory() {
-  for (auto& [size, p] : block_cache()) std::free(p);
-  block_cache().clear();
-  g_cached = 0;
+  for (int i = 0; i < kNumDevices; ++i) {
+    const Device d = static_cast<Device>(i);
+    BlockCache& c = block_cache(d);
+    if (c.blocks.empty()) continue;
+    DeviceAllocator& a = allocator_or_throw(d);
+    for (auto& [size, p] : c.blocks) a.release(p, size);
+    c.blocks.clear();
+    c.bytes = 0;
+  }
 }
 
-Buffer::Buffer(MemCategory c, size_t bytes, bool zero) : bytes_(bytes), cat_(c) {
+Buffer::Buffer(MemCategory c, size_t bytes, bool zero, Device device) : bytes_(bytes), cat_(c), device_(device) {
   if (bytes == 0) return;
+  DeviceAllocator& a = allocator_or_throw(device_);
+  BlockCache& cache = block_cache(device_);
   const size_t rounded = rounded_size(bytes);
-  if (auto it = block_cache().find(rounded); it != block_cache().end()) {
+  if (auto it = cache.blocks.find(rounded); it != cache.blocks.end()) {
     data_ = it->second;
-    block_cache().erase(it);
-    g_cached -= static_cast<int64_t>(rounded);
+    cache.blocks.erase(it);
+    cache.bytes -= static_cast<int64_t>(rounded);
   } else {
-    data_ = std::aligned_alloc(64, rounded);
+    data_ = a.allocate(rounded);
   }
-  if (!data_)
-    throw Error(fmt::format("cannot allocate {} bytes ({:.2f} GiB) of {}: out of memory", bytes,
-                            double(bytes) / 1073741824.0, mem_category_name(c)));
-  if (zero) std::memset(data_, 0, rounded);
-  MemoryTracker::global().on_alloc(cat_, static_cast<int64_t>(bytes_));
+  if (!data_) {
+    bytes_ = 0;
+    throw Error(fmt::format("cannot allocate {} bytes ({:.2f} GiB) of {} on {}: out of memory", bytes,
+                            double(bytes) / 1073741824.0, mem_category_name(c), device_name(device_)));
+  }
+  if (zero) a.zero(data_, rounded);
+  MemoryTracker::of(device_).on_alloc(cat_, static_cast<int64_t>(bytes_));
 }
 
 Buffer::~Buffer() { reset(); }
@@ -82,19 +109,20 @@ void Buffer::reset() {
   if (data_) {
     const size_t rounded = rounded_size(bytes_);
     if (rounded >= kCacheMin) {
-      block_cache().emplace(rounded, data_);
-      g_cached += static_cast<int64_t>(rounded);
+      BlockCache& cache = block_cache(device_);
+      cache.blocks.emplace(rounded, data_);
+      cache.bytes += static_cast<int64_t>(rounded);
     } else {
-      std::free(data_);
+      allocator_or_throw(device_).release(data_, rounded);
     }
-    MemoryTracker::global().on_free(cat_, static_cast<int64_t>(bytes_));
+    MemoryTracker::of(device_).on_free(cat_, static_cast<int64_t>(bytes_));
   }
   data_ = nullptr;
   bytes_ = 0;
 }
 
 Buffer::Buffer(Buffer&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), cat_(o.cat_) {}
+    : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), cat_(o.cat_), device_(o.device_) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
@@ -102,6 +130,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     cat_ = o.cat_;
+    device_ = o.device_;
   }
   return *this;
 }

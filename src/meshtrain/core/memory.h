@@ -1,14 +1,17 @@
 // The tracked allocator. Every byte the engine holds comes from a Buffer, and
-// every Buffer is tagged with the category it is accounted to. The tracker
-// keeps current and peak bytes per category and the peak of their total, so
-// a run can report where its memory went and tests can compare the measured
-// figures with the closed forms of the memory model.
+// every Buffer is tagged with the category it is accounted to and the device
+// it lives on (core/device.h). One tracker per device keeps current and peak
+// bytes per category and the peak of their total, so a run can report where
+// its memory went and tests can compare the measured figures with the closed
+// forms of the memory model, on the host and on a GPU alike.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "meshtrain/core/device.h"
 
 namespace meshtrain {
 
@@ -30,10 +33,12 @@ struct MemorySnapshot {
   int64_t peak_total = 0;
 };
 
-// Process-wide accounting (one tracker per process = per rank).
+// Process-wide accounting, one tracker per device (per rank).
 class MemoryTracker {
  public:
+  // The host's tracker.
   static MemoryTracker& global();
+  static MemoryTracker& of(Device d);
   void on_alloc(MemCategory c, int64_t bytes);
   void on_free(MemCategory c, int64_t bytes);
   MemorySnapshot snapshot() const { return s_; }
@@ -44,19 +49,21 @@ class MemoryTracker {
   MemorySnapshot s_;
 };
 
-// An owning, 64-byte aligned allocation. Move-only.
+// An owning, 64-byte aligned allocation on one device. Move-only.
 //
 // Large blocks (1 MiB and up) go back to a cache when released and are
 // handed out again to the next request of exactly the same size, as a
 // caching allocator does: a step allocates the same stash and buffer sizes
 // micro-batch after micro-batch, and reusing them avoids faulting fresh
 // pages in each time. The tracker counts bytes held by live Buffers only;
-// cached_bytes() says how much the cache keeps besides.
+// cached_bytes() says how much the cache keeps besides. Each device has its
+// own cache and tracker; a device Buffer throws std::runtime_error when no
+// allocator is installed for its device and std::bad_alloc when it is full.
 class Buffer {
  public:
   Buffer() = default;
   // zero: fill with zeros (skip for buffers fully written before read).
-  Buffer(MemCategory c, size_t bytes, bool zero = true);
+  Buffer(MemCategory c, size_t bytes, bool zero = true, Device device = Device::cpu);
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -67,6 +74,7 @@ class Buffer {
   template <typename T> T* as() const { return static_cast<T*>(data_); }
   size_t bytes() const { return bytes_; }
   MemCategory category() const { return cat_; }
+  Device device() const { return device_; }
   bool empty() const { return bytes_ == 0; }
   void reset();
 
@@ -74,10 +82,12 @@ class Buffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   MemCategory cat_ = MemCategory::workspace;
+  Device device_ = Device::cpu;
 };
 
-// Bytes kept by the cache of released blocks; release_cached_memory() frees them.
-int64_t cached_bytes();
+// Bytes kept by the cache of released blocks of a device (the host by
+// default); release_cached_memory() frees those of every device.
+int64_t cached_bytes(Device d = Device::cpu);
 void release_cached_memory();
 
 // Resident set size of this process now and at its peak (from /proc), bytes.

@@ -34,7 +34,8 @@ double head_forward_backward(T* dx, const HeadGrads& g, const T* x, const T* lnf
     if (tp.size() > 1) tp.comm->all_reduce(row_max, R, ReduceOp::max);
     kernels::crossentropy_sumexp(sumexp, target, s.logits, row_max, tg, R, V, d.vocab_start, n_valid);
     if (tp.size() > 1) tp.comm->all_reduce(sumexp, 2 * int64_t{R});
-    for (int i = 0; i < R; ++i) loss_sum += std::log(sumexp[i]) + row_max[i] - target[i];
+    kernels::crossentropy_loss(target, row_max, sumexp, target, R);  // per-row losses, in place
+    for (int i = 0; i < R; ++i) loss_sum += target[i];
     if (!dx) continue;
     kernels::crossentropy_backward(s.logits, s.logits, row_max, sumexp, tg, dloss, R, V, d.vocab_start, n_valid);
     kernels::matmul_backward<T>(s.d_lnf_out + r0 * h, g.wte, nullptr, s.logits, in, wte, R, h, V,

@@ -2,6 +2,7 @@
 
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/kernels/matmul.h"
+#include "meshtrain/kernels/tensor_ops.h"
 
 namespace meshtrain {
 
@@ -22,22 +23,6 @@ void column_parallel_linear_backward(T* dx_full, T* dx_shard, float* dw, float* 
 }
 
 template <class T>
-static void add_bias_residual(T* out, const T* b, const T* residual, int64_t rows, int64_t n) {
-  if (!b && !residual) return;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    T* o = out + r * n;
-    const T* res = residual ? residual + r * n : nullptr;
-    for (int64_t j = 0; j < n; ++j) {
-      float v = to_f32(o[j]);
-      if (b) v += to_f32(b[j]);
-      if (res) v += to_f32(res[j]);
-      o[j] = from_f32<T>(v);
-    }
-  }
-}
-
-template <class T>
 void row_parallel_linear_forward(T* out, T* scratch, const T* x_local, const T* w, const T* b, const T* residual,
                                  int M, int K_local, int N, const TpContext& tp) {
   int64_t rows = M;
@@ -49,7 +34,7 @@ void row_parallel_linear_forward(T* out, T* scratch, const T* x_local, const T* 
     kernels::matmul_forward<T>(out, x_local, w, nullptr, M, K_local, N);
     if (tp.size() > 1) tp.comm->all_reduce(out, int64_t{M} * N);
   }
-  add_bias_residual(out, b, residual, rows, N);
+  kernels::bias_residual_add(out, b, residual, rows, N);
 }
 
 template <class T>

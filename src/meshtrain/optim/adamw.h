@@ -2,9 +2,11 @@
 // weight decay, on fp32 master weights and fp32 moments.
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   w -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * w )
+// The update itself is the multi-tensor kernel of kernels/adamw.h (CPU and
+// GPU); this header holds the hyper-parameters and a step's constants.
 #pragma once
 
-#include <cstddef>
+#include "meshtrain/kernels/adamw.h"
 
 namespace meshtrain {
 
@@ -15,9 +17,8 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
-// One update of n elements at step t (1-based). `grad_scale` multiplies the
-// gradient first (global-norm clipping). decay: whether weight decay applies.
-void adamw_update(float* w, float* m, float* v, const float* grad, size_t n, float lr, float grad_scale, int t,
-                  bool decay, const AdamWConfig& c);
+// The step's constants for the multi-tensor kernel (kernels/adamw.h): the
+// bias corrections 1 - beta^t computed once, in fp32.
+kernels::AdamWStep adamw_step(float lr, float grad_scale, int t, const AdamWConfig& c);
 
 }  // namespace meshtrain

@@ -7,6 +7,8 @@
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
+#include "meshtrain/kernels/adamw.h"
+#include "meshtrain/kernels/tensor_ops.h"
 
 namespace meshtrain {
 
@@ -171,9 +173,7 @@ void ShardedState<T>::end_backward(const Unit& u, bool last) {
     Pending& o = pending_.front();
     o.req.wait();
     const Unit& ou = layout_.units()[o.unit];
-    float* dst = reduced_grads(ou);
-    const float* src = o.shard.template as<float>();
-    for (int64_t i = 0; i < ou.shard_numel(p_.dp); ++i) dst[i] += src[i];
+    kernels::accumulate(reduced_grads(ou), o.shard.template as<float>(), ou.shard_numel(p_.dp));
     pending_.erase(pending_.begin());
   }
 }
@@ -184,9 +184,7 @@ void ShardedState<T>::finish_reductions() {
     o.req.wait();
     if (o.shard.empty()) continue;
     const Unit& ou = layout_.units()[o.unit];
-    float* dst = reduced_grads(ou);
-    const float* src = o.shard.template as<float>();
-    for (int64_t i = 0; i < ou.shard_numel(p_.dp); ++i) dst[i] += src[i];
+    kernels::accumulate(reduced_grads(ou), o.shard.template as<float>(), ou.shard_numel(p_.dp));
   }
   pending_.clear();
   // The two copies of the tied word embedding hold partial gradients. An
@@ -212,7 +210,7 @@ double ShardedState<T>::grad_sq_norm_local() const {
     for (const Segment& s : segments_) {
       if (!s.counted || s.flat_offset < u.offset || s.flat_offset >= u.offset + u.padded_numel) continue;
       const int64_t lo = std::max(s.flat_offset, own_lo), hi = std::min(s.flat_offset + s.length, own_hi);
-      for (int64_t f = lo; f < hi; ++f) sum += double(g[f - base]) * g[f - base];
+      if (lo < hi) sum += kernels::squared_norm(g + (lo - base), hi - lo);
     }
   }
   return sum;
@@ -220,24 +218,32 @@ double ShardedState<T>::grad_sq_norm_local() const {
 
 template <class T>
 void ShardedState<T>::step(float lr, float grad_scale, int t, const AdamWConfig& c) {
+  // One multi-tensor AdamW over every segment this rank updates; in bf16 the
+  // fp32 master is updated and the bf16 working weight written from it.
+  std::vector<kernels::AdamWTensor> tensors;
   for (const Unit& u : layout_.units()) {
     const int64_t base = update_begin(u);
-    const float* g = reduced_grads(u);
+    float* g = reduced_grads(u);
     T* w = update_weights(u);
     for (const Segment& s : segments_) {
       if (s.flat_offset < base || s.flat_offset >= base + update_size(u)) continue;
       const int64_t k = s.flat_offset - base;
-      float* m = m_.template as<float>() + s.opt_offset;
-      float* v = v_.template as<float>() + s.opt_offset;
+      kernels::AdamWTensor x;
+      x.m = m_.template as<float>() + s.opt_offset;
+      x.v = v_.template as<float>() + s.opt_offset;
+      x.grad = g + k;
+      x.n = s.length;
+      x.weight_decay = s.decay ? c.weight_decay : 0.0f;
       if constexpr (std::is_same_v<T, float>) {
-        adamw_update(w + k, m, v, g + k, s.length, lr, grad_scale, t, s.decay, c);
+        x.w = w + k;
       } else {
-        float* master = master_.template as<float>() + s.opt_offset;
-        adamw_update(master, m, v, g + k, s.length, lr, grad_scale, t, s.decay, c);
-        for (int64_t i = 0; i < s.length; ++i) w[k + i] = from_f32<T>(master[i]);
+        x.w = master_.template as<float>() + s.opt_offset;
+        x.lowp = w + k;
       }
+      tensors.push_back(x);
     }
   }
+  kernels::adamw_multi_tensor(tensors.data(), static_cast<int>(tensors.size()), adamw_step(lr, grad_scale, t, c));
   if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.dp > 1) {
     for (const Unit& u : layout_.units())
       mesh_.dp_group().all_gather(Communicator::kInPlace, weights_.template as<T>() + u.offset, u.shard_numel(p_.dp));

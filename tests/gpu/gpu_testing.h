@@ -1,0 +1,59 @@
+// Helpers for the GPU kernel tests: each test compares a GPU kernel with the
+// CPU kernel (itself checked against double precision in tests/kernels) on
+// the same inputs, and is skipped, saying why, where no GPU is visible.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "../kernels/testing.h"
+#include "meshtrain/core/memory.h"
+#include "meshtrain/kernels/gpu/runtime_api.h"
+
+#define MT_REQUIRE_GPU()                                                                               \
+  do {                                                                                                 \
+    if (::meshtrain::gpu::device_count() == 0)                                                         \
+      GTEST_SKIP() << "no GPU visible (" << ::meshtrain::gpu::no_device_reason() << ")";               \
+    ::meshtrain::gpu::init(0);                                                                         \
+  } while (0)
+
+namespace mt_test {
+
+// A device copy of a host vector.
+template <class T>
+class DeviceVec {
+ public:
+  explicit DeviceVec(const std::vector<T>& h)
+      : n_(h.size()), buf_(meshtrain::MemCategory::workspace, h.size() * sizeof(T), false, meshtrain::Device::cuda) {
+    meshtrain::gpu::copy(buf_.data(), h.data(), n_ * sizeof(T));
+  }
+  explicit DeviceVec(size_t n)
+      : n_(n), buf_(meshtrain::MemCategory::workspace, n * sizeof(T), true, meshtrain::Device::cuda) {}
+  T* get() const { return buf_.as<T>(); }
+  std::vector<T> host() const {
+    std::vector<T> h(n_);
+    meshtrain::gpu::copy(h.data(), buf_.data(), n_ * sizeof(T));
+    return h;
+  }
+
+ private:
+  size_t n_;
+  meshtrain::Buffer buf_;
+};
+
+// float view of either storage type, for close().
+inline vecf as_float(const vecf& v) { return v; }
+inline vecf as_float(const std::vector<bf16>& v) { return from_bf16(v); }
+
+template <class T> std::vector<T> make(const vecf& v);
+template <> inline vecf make<float>(const vecf& v) { return v; }
+template <> inline std::vector<bf16> make<bf16>(const vecf& v) { return to_bf16(v); }
+
+// Tolerance of a T-valued output: fp32 `f32`, bf16 a little over one bf16
+// rounding (2^-8 relative) when the fp32 values before rounding differ.
+template <class T> constexpr double tol(double f32) {
+  return std::is_same_v<T, float> ? f32 : 1.6e-2;
+}
+
+}  // namespace mt_test
