@@ -65,6 +65,13 @@ int run_plan(const PlanArgs& a) {
   }
   const perf::SystemSpec sys = perf::load_system_spec(a.system);
   tune::SearchSpace space;
+  // Fixed knobs are checked here: a TP or PP of 0 would divide by zero.
+  check(!a.tp || *a.tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", a.tp.value_or(0));
+  check(!a.pp || *a.pp >= 1, "--pipeline-model-parallel-size must be at least 1 (got {})", a.pp.value_or(0));
+  check(!a.micro_batch_size || *a.micro_batch_size >= 1, "--micro-batch-size must be at least 1 (got {})",
+        a.micro_batch_size.value_or(0));
+  check(!a.zero_stage || (*a.zero_stage >= 0 && *a.zero_stage <= 3), "--zero-stage must be 0, 1, 2 or 3 (got {})",
+        a.zero_stage.value_or(0));
   if (a.tp) space.tp = {*a.tp};
   if (a.pp) space.pp = {*a.pp};
   if (a.zero_stage) space.zero_stage = {*a.zero_stage};

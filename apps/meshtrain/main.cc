@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a bad command line exits 2, as every
+    // other input error does (not CLI11's own codes, 100 and up).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   // No exception reaches the user as a signal (std::terminate's abort):
   // each is one line and exit status 2. (Multi-rank commands end every rank

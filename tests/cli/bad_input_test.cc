@@ -286,6 +286,13 @@ TEST(BadValues, SystemFileFigures) {
                         "system field 'devices_per_node' must be an integer");
 }
 
+TEST(BadValues, PlanFixedKnobs) {
+  // Found by the mutation run: plan --tensor-model-parallel-size 0 was a SIGFPE.
+  const std::string plan = "plan --model 1.4b --system dgx-h100 --num-gpus 16 --global-batch-size 64 --top 1 ";
+  expect_one_line_error(run(plan + "--tensor-model-parallel-size 0"), "--tensor-model-parallel-size must be at least 1");
+  expect_one_line_error(run(plan + "--pipeline-model-parallel-size -2"), "--pipeline-model-parallel-size must be at least 1");
+}
+
 TEST(BadValues, PeakFromFileWithWrongTypes) {
   // The wrong JSON types aborted on an uncaught nlohmann type_error.
   const fs::path a = write_text("peak-a.json", R"({"bench": 7, "peak": {}})");
