@@ -11,7 +11,10 @@ namespace {
 
 std::string joined(const std::vector<std::string>& args) {
   std::string out;
-  for (const std::string& a : args) out += (out.empty() ? "" : " ") + shell_quote(a);
+  for (const std::string& a : args) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(a);
+  }
   return out;
 }
 

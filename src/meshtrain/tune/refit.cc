@@ -60,9 +60,9 @@ Refit refit_system(const ModelConfig& m, const perf::SystemSpec& base, int ranks
   r.rms_log_error_before = rms(base);
   r.rms_log_error_after = r.rms_log_error_before;
   r.system = base;
-  for (int i = 0; i < 49; ++i)
-    for (int k = 0; k < 49; ++k) {
-      const double a = std::pow(10.0, -1 + i / 24.0), b = std::pow(10.0, -1 + k / 24.0);
+  for (int i = 0; i <= 72; ++i)
+    for (int k = 0; k <= 72; ++k) {
+      const double a = std::pow(10.0, -2 + i / 24.0), b = std::pow(10.0, -2 + k / 24.0);
       const perf::SystemSpec s = scale_efficiencies(base, a, b);
       const double e = rms(s);
       if (e < r.rms_log_error_after) r.rms_log_error_after = e, r.system = s, r.compute_scale = a, r.comm_scale = b;

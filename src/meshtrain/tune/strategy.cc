@@ -104,12 +104,16 @@ class ModelStrategy : public Strategy {
     const auto u = untried(s, o, true);
     if (u.empty()) return -1;
     Fitted f = tried_values(s, o, [&](size_t i, double t) { return std::log(t / s.points[i].predicted_tokens_per_s); });
+    // The model's overall scale is learned as the mean residual; the GP
+    // models how layouts deviate from it.
+    const double offset = f.y.size() > 0 ? f.y.mean() : 0.0;
     GaussianProcess gp(GpParams{1.0, 0.09, 0.0025});
-    if (f.y.size() > 0) gp = fit_gp(f.X, f.y, GpParams{1.0, 0.09, 0.0025}, kLengthScales);
+    if (f.y.size() > 0) gp = fit_gp(f.X, (f.y.array() - offset).matrix(), GpParams{1.0, 0.09, 0.0025}, kLengthScales);
     int best = -1;
     double best_score = -std::numeric_limits<double>::infinity();
     for (int i : u) {
-      const double a = std::log(s.points[i].predicted_tokens_per_s) + ucb(gp.predict(s.points[i].features), beta_);
+      const double a =
+          std::log(s.points[i].predicted_tokens_per_s) + offset + ucb(gp.predict(s.points[i].features), beta_);
       if (a > best_score) best_score = a, best = i;
     }
     return best;

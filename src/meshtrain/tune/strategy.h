@@ -11,11 +11,14 @@
 //           {0.25, 0.5, 1, 2}; noise variance 0.01 (of the unit scale).
 //   model   the performance model as the prior: layouts it says do not fit
 //           are skipped; the first trial is its best prediction; then a GP
-//           fitted to r = log(measured / predicted) (zero prior mean: trust
-//           the model until a trial disagrees; prior sd 0.3, noise sd 0.05; a
-//           failed trial as the lowest r minus log 2) corrects the
-//           prediction, and the next trial is the untried point of highest
-//           log predicted + UCB of r.
+//           fitted to r = log(measured / predicted) corrects the prediction:
+//           the mean of r is the model's overall scale (a machine the system
+//           file misjudges by a constant factor changes no ranking), and the
+//           GP, with that mean as its prior mean, models how layouts deviate
+//           from it (prior sd 0.3, noise sd 0.05: trust the model's ranking
+//           until trials disagree; a failed trial as the lowest r minus
+//           log 2). The next trial is the untried point of highest
+//           log predicted + mean r + UCB of the deviation.
 #pragma once
 
 #include <cstdint>
