@@ -1,18 +1,27 @@
 # meshtrain: the two commands a newcomer types are `make demo` and `make test`.
 # Each installs missing Debian packages, configures and builds first.
+# (A cluster without root builds with CMake alone: see README, "Building on a cluster".)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 NP    ?= 8
-.PHONY: deps build test demo bench clean
+FUZZ_SECONDS ?= 60
+RUNS  ?= 1800
+SEED  ?= 1
+.PHONY: deps build audit test demo bench sanitize fuzz mutation clean
 
 deps:
 	@scripts/install-deps
 
+# Developer builds are for this machine: -march=native.
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_NATIVE=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+# Every Debian package the build uses must be one scripts/install-deps installs.
+audit: build
+	@scripts/audit-deps $(BUILD)
+
+test: build audit
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 demo: build
@@ -22,5 +31,30 @@ bench: build
 	@scripts/install-deps --bench
 	@scripts/bench
 
+# The unit tests (and the short mutation run) built with AddressSanitizer
+# and UndefinedBehaviorSanitizer.
+sanitize: deps
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j 1 -L 'unit|fuzz'
+
+# libFuzzer over each reader of untrusted input for FUZZ_SECONDS each
+# (clang, ASan + UBSan), from the committed corpus and regressions; new
+# inputs go to $(BUILD)-fuzz/corpus, findings to $(BUILD)-fuzz/crash-*.
+fuzz: deps
+	@scripts/install-deps --fuzz
+	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_FUZZ=ON >/dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_token_file fuzz_model_json fuzz_system_json fuzz_csv
+	@for k in token_file model_json system_json csv; do mkdir -p $(BUILD)-fuzz/corpus/$$k; \
+	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)-fuzz/fuzz/fuzz_$$k -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(BUILD)-fuzz/crash-$$k- $(BUILD)-fuzz/corpus/$$k fuzz/corpus/$$k fuzz/regressions/$$k \
+	    || exit 1; done
+
+# The long seeded mutation run: RUNS runs of the binary on mutated inputs.
+mutation: build
+	$(BUILD)/fuzz/mutation_run --corpus fuzz/corpus --regressions fuzz/regressions --seed $(SEED) \
+	  --in-process 20000 --binary $(BUILD)/meshtrain --runs $(RUNS) --jobs 2 --keep $(BUILD)/mutation-defects
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "agreed.h"
 #include "commands.h"
 #include "json_file.h"
 #include "meshtrain/comm/abort.h"
@@ -38,7 +39,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/kernels/flops.h"
 #include "meshtrain/kernels/matmul.h"
-#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/measure/comm_bench.h"
 #include "meshtrain/measure/gemm_shapes.h"
 #include "meshtrain/measure/run_report.h"
@@ -141,7 +142,7 @@ int run_bench_comm(const CommFlags& f) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   std::vector<BenchOp> ops;
   std::vector<int64_t> sizes;
-  try {
+  const bool ok = agreed("bench comm", [&] {
     check(f.tp > 0 && f.pp > 0 && world % (f.tp * f.pp) == 0,
           "world size {} is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = {}", world,
           f.tp * f.pp);
@@ -156,8 +157,9 @@ int run_bench_comm(const CommFlags& f) {
     for (const std::string& o : split_list(f.ops)) ops.push_back(parse_bench_op(o));
     check(!ops.empty(), "--ops is empty");
     sizes = bench_sizes(parse_bytes(f.min_bytes), parse_bytes(f.max_bytes));
-  } catch (const Error& e) {
-    if (rank == 0) std::fprintf(stderr, "meshtrain bench comm: error: %s\n", e.what());
+    if (rank == 0) OutputFile::open(f.out, "bench results");  // a bad --out fails now, not after the run
+  });
+  if (!ok) {
     MPI_Finalize();
     return 2;
   }
@@ -237,7 +239,7 @@ int run_bench_comm(const CommFlags& f) {
                         {{"from", ref},
                          {"latency_us", rf["latency_per_step_s"].get<double>() * 1e6},
                          {"bandwidth_gbs", rf["bus_beta_Bps"].get<double>() / 1e9}}}};
-      write_file_atomically(f.out, j.dump(2) + "\n");
+      write_output_file(f.out, {j.dump(2) + "\n"}, "bench results");
       fmt::print("\nwrote {}\n", f.out);
     }
     return 0;
@@ -327,6 +329,7 @@ GemmTimes time_gemm(bool use_bf16, int M, int K, int N, const GemmFlags& f) {
 }
 
 int run_bench_gemm(const GemmFlags& f) {
+  const OutputFile out = OutputFile::open(f.out, "bench results");
   ModelConfig m = load_model_config(f.model);
   if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
   m.validate();
@@ -418,7 +421,7 @@ int run_bench_gemm(const GemmFlags& f) {
                      {"peak", peak},
                      {"shapes", rows},
                      {"system_hint", hint}};
-    write_file_atomically(f.out, j.dump(2) + "\n");
+    out.write({j.dump(2) + "\n"});
     fmt::print("wrote {}\n", f.out);
   }
   return 0;
@@ -445,6 +448,7 @@ double node_memory_bytes() {
 
 int run_bench_system(const SystemFlags& f) {
   check(!f.gemm.empty() || !f.comm.empty(), "give --gemm and/or --comm (the --out files of bench gemm / bench comm)");
+  const OutputFile out = OutputFile::open(f.out, "system description");
   const nlohmann::json gemm = f.gemm.empty() ? nlohmann::json() : read_json_arg("--gemm", f.gemm);
   const nlohmann::json comm = f.comm.empty() ? nlohmann::json() : read_json_arg("--comm", f.comm);
   perf::HostInfo host;
@@ -475,7 +479,7 @@ int run_bench_system(const SystemFlags& f) {
   }
   if (!f.out.empty()) {
     nlohmann::json j = s;
-    write_file_atomically(f.out, j.dump(2) + "\n");
+    out.write({j.dump(2) + "\n"});
     fmt::print("wrote {}\n", f.out);
   }
   return 0;

@@ -1,8 +1,8 @@
 // meshtrain plan: every candidate layout of a model on a system, costed by
 // the performance model and ranked by predicted throughput (tune/planner.h).
 #include <chrono>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <optional>
 
@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/tune/launch.h"
 #include "meshtrain/tune/planner.h"
 
@@ -54,6 +55,7 @@ void write_csv(std::ostream& out, const tune::Plan& plan) {
 }
 
 int run_plan(const PlanArgs& a) {
+  const OutputFile csv = OutputFile::open(a.csv, "plan table");  // a bad path fails before planning
   ModelConfig m = load_model_config(a.model);
   if (a.seq_length) {
     m.seq_length = *a.seq_length;
@@ -86,17 +88,16 @@ int run_plan(const PlanArgs& a) {
     return 0;
   }
   if (!a.csv.empty()) {
-    if (a.csv == "-") {
-      write_csv(std::cout, plan);
-      return plan.ranked.empty() ? 1 : 0;
-    }
-    std::ofstream f(a.csv);
-    check(f.good(), "cannot write '{}'", a.csv);
-    write_csv(f, plan);
+    std::ostringstream table;
+    write_csv(table, plan);
+    csv.write({table.str()});
+    if (csv.kind() == OutputFile::Kind::standard_output) return plan.ranked.empty() ? 1 : 0;
   }
   if (a.json) {
     nlohmann::json j = tune::plan_json(plan, a.top);
     j["planning_seconds"] = elapsed;
+    j["prediction_error"] = sys.prediction_error;
+    j["within_error_of_best"] = tune::within_error_of_best(plan, sys.prediction_error);
     j["meshtrain_commit"] = build_commit();
     std::cout << j.dump(2) << "\n";
     return plan.ranked.empty() ? 1 : 0;
@@ -120,6 +121,10 @@ int run_plan(const PlanArgs& a) {
                r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
   }
   fmt::print("\n{}\n", tune::why_best(plan));
+  if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)
+    fmt::print("the best and the next {} candidate(s) are within each other's +-{:.0f}% (this system's "
+               "leave-one-source-out error): the ranking among them is not resolved by the model\n",
+               n, 100 * sys.prediction_error);
   return 0;
 }
 
@@ -133,7 +138,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_option("--num-gpus", a->num_gpus)->required();
   c->add_option("--global-batch-size", a->global_batch_size)->required();
   c->add_option("--seq-length", a->seq_length);
-  c->add_option("--top", a->top, "Candidates to show (default 5)");
+  c->add_option("--top", a->top, "Candidates to show (default 5)")->check(CLI::NonNegativeNumber);
   c->add_option("--tensor-model-parallel-size", a->tp, "Fix TP instead of searching it");
   c->add_option("--pipeline-model-parallel-size", a->pp, "Fix PP instead of searching it");
   c->add_option("--zero-stage", a->zero_stage, "Fix the ZeRO stage instead of searching it");

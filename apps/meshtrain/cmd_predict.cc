@@ -1,6 +1,6 @@
 // meshtrain predict: what one configuration costs on a described system,
 // without running it (perf/predict.h). Flags are Megatron-LM's; the output
-// is a table, or with --json the contract of DESIGN.md.
+// is a table, or with --json the contract of docs/ARCHITECTURE.md.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_flags.h"
+#include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/predict.h"
 #include "meshtrain/tune/launch.h"
@@ -21,7 +23,8 @@ namespace {
 struct PredictArgs {
   std::string model, system;
   int num_gpus = 0;
-  std::optional<int> num_layers, hidden_size, heads, kv_heads, ffn, seq_length, max_positions, vocab_size;
+  std::optional<int> num_layers, hidden_size, heads, ffn, seq_length, max_positions, vocab_size;
+  ArchFlags arch;
   int micro_batch_size = 1;
   std::optional<int> global_batch_size;
   int tp = 1, pp = 1;
@@ -50,11 +53,11 @@ int run_predict(const PredictArgs& a) {
   if (a.num_layers) m.num_layers = *a.num_layers;
   if (a.hidden_size) m.hidden_size = *a.hidden_size;
   if (a.heads) m.num_attention_heads = *a.heads;
-  if (a.kv_heads) m.num_kv_heads = *a.kv_heads;
   if (a.ffn) m.ffn_hidden_size = *a.ffn;
   if (a.seq_length) m.seq_length = *a.seq_length;
   if (a.max_positions) m.max_position_embeddings = *a.max_positions;
   if (a.vocab_size) m.vocab_size = *a.vocab_size;
+  apply_arch_flags(a.arch, m);
   m.validate();
   const perf::SystemSpec sys = perf::load_system_spec(a.system);
 
@@ -62,11 +65,15 @@ int run_predict(const PredictArgs& a) {
   p.tp = a.tp;
   p.pp = a.pp;
   check(a.num_gpus > 0, "num-gpus must be positive (got {})", a.num_gpus);
+  check(a.tp > 0 && a.pp > 0, "tensor- and pipeline-model-parallel sizes must be positive (got {} and {})", a.tp, a.pp);
+  check(a.micro_batch_size > 0, "micro-batch-size must be positive (got {})", a.micro_batch_size);
+  check(a.global_batch_size || int64_t{a.micro_batch_size} * a.num_gpus <= INT32_MAX,
+        "micro-batch-size {} x data-parallel ranks exceeds {}", a.micro_batch_size, INT32_MAX);
   // validate() names the constraint when the GPUs do not divide into TP x PP.
-  if (a.tp > 0 && a.pp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.pp));
+  p.dp = int(std::max<int64_t>(1, a.num_gpus / (int64_t{a.tp} * a.pp)));
   if (a.layers_per_virtual_stage) {
     const int n = *a.layers_per_virtual_stage;
-    check(n > 0 && m.num_layers % (a.pp * n) == 0,
+    check(n > 0 && int64_t{a.pp} * n <= m.num_layers && m.num_layers % (a.pp * n) == 0,
           "num-layers {} is not divisible by pipeline-model-parallel-size x num-layers-per-virtual-pipeline-stage = {}",
           m.num_layers, a.pp * n);
     p.vpp = m.num_layers / (a.pp * n);
@@ -95,6 +102,10 @@ int run_predict(const PredictArgs& a) {
     j["model"] = m;
     j["system"] = sys.name;
     j["num_gpus"] = a.num_gpus;
+    j["meshtrain_commit"] = build_commit();
+    if (sys.prediction_error > 0)  // the system's leave-one-source-out error
+      j["tokens_per_s_interval"] = {r.tokens_per_s * (1 - sys.prediction_error),
+                                    r.tokens_per_s * (1 + sys.prediction_error)};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -118,6 +129,10 @@ int run_predict(const PredictArgs& a) {
              t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.dp_comm,
              pct(t.dp_comm), t.bubble, pct(t.bubble), t.optimizer, pct(t.optimizer));
   fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
+  if (sys.prediction_error > 0)
+    fmt::print("  interval {:.4g} - {:.4g} tokens/s (+-{:.0f}%: this system's leave-one-source-out error)\n",
+               r.tokens_per_s * (1 - sys.prediction_error), r.tokens_per_s * (1 + sys.prediction_error),
+               100 * sys.prediction_error);
   fmt::print("  model TFLOP/s per GPU    {:.4g}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
   fmt::print("  hardware TFLOP/s per GPU {:.4g}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
   fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);
@@ -137,11 +152,11 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--num-layers", a->num_layers);
   c->add_option("--hidden-size", a->hidden_size);
   c->add_option("--num-attention-heads", a->heads);
-  c->add_option("--num-query-groups", a->kv_heads, "Key/value heads (grouped-query attention)");
   c->add_option("--ffn-hidden-size", a->ffn);
   c->add_option("--seq-length", a->seq_length);
   c->add_option("--max-position-embeddings", a->max_positions);
   c->add_option("--vocab-size", a->vocab_size, "Default: the model file's, else 50257 (GPT-2 BPE)");
+  add_arch_flags(c, a->arch, "Architecture (overrides --model)");
   c->add_option("--micro-batch-size", a->micro_batch_size);
   c->add_option("--global-batch-size", a->global_batch_size, "Default: micro-batch-size x data-parallel size");
   c->add_option("--tensor-model-parallel-size", a->tp);
@@ -160,7 +175,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
-  c->add_flag("--json", a->json, "One JSON object (DESIGN.md contract)");
+  c->add_flag("--json", a->json, "One JSON object (contract: docs/ARCHITECTURE.md)");
   c->add_option("--emit", a->emit, "Print the layout as: train, slurm-frontier, slurm-dgx or megatron");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_predict(*a); }; });

@@ -12,7 +12,8 @@ void add_prepare_data_command(CLI::App& app, Runner& run) {
   cmd->add_option("--input", o->input_dir, "Folder of fortune files (entries separated by '%' lines)")
       ->capture_default_str();
   cmd->add_option("--vocab-size", o->vocab_size, "Tokenizer vocabulary size")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the document shuffle and tokenizer training")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the document shuffle and tokenizer training")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--val-fraction", o->val_fraction, "Share of documents held out for validation")
       ->capture_default_str();
   cmd->callback([&run, o] { run = [o] { return data::run_prepare_data(*o); }; });

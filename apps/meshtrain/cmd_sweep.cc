@@ -8,32 +8,32 @@
 //   DIR/sweep.json         {"spec", "grid", "rows"}
 //   DIR/sweep.csv          one row per configuration (invalid ones with the reason)
 //   DIR/summary.json       written by --summarize
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <string.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/core/output_file.h"
+#include "meshtrain/measure/child_group.h"
 #include "meshtrain/measure/sweep.h"
+#include "meshtrain/tune/launch.h"
 
 namespace meshtrain::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
+using tune::shell_quote;
 
 struct SweepFlags {
   std::string model = "tiny";
@@ -50,82 +50,10 @@ struct SweepFlags {
   std::vector<std::string> extra;
 };
 
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,+@%") ==
-                        std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string self_exe() {
   std::error_code ec;
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("meshtrain") : p.string();
-}
-
-struct Outcome {
-  int exit_code = -1;
-  bool timed_out = false;
-  double wall_s = 0;
-};
-
-// Runs `cmd` under /bin/sh in its own process group, output to `log`; kills
-// the group (TERM, then KILL) after timeout_s.
-Outcome run_command(const std::string& cmd, const std::string& log, double timeout_s) {
-  Outcome o;
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  check(pid >= 0, "fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  int status = 0;
-  bool killed = false;
-  double term_at = 0;
-  while (true) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0) {
-      status = -1;
-      break;
-    }
-    if (!killed && timeout_s > 0 && elapsed() > timeout_s) {
-      kill(-pid, SIGTERM);
-      killed = true;
-      term_at = elapsed();
-    } else if (killed && elapsed() - term_at > 5) {
-      kill(-pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  o.wall_s = elapsed();
-  o.timed_out = killed;
-  o.exit_code = status < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return o;
-}
-
-// The last non-empty line of a file mentioning an error, else its last line.
-std::string failure_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string line, last, err;
-  while (std::getline(f, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    last = line;
-    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) err = line;
-  }
-  return err.empty() ? last : err;
 }
 
 nlohmann::json read_json_file(const std::string& path) {
@@ -140,9 +68,10 @@ nlohmann::json read_json_file(const std::string& path) {
 
 void write_outputs(const fs::path& dir, const nlohmann::json& spec, const Grid& grid,
                    const std::vector<nlohmann::json>& rows) {
-  write_file_atomically((dir / "sweep.json").string(),
-                        nlohmann::json{{"spec", spec}, {"grid", grid_json(grid)}, {"rows", rows}}.dump(2) + "\n");
-  write_file_atomically((dir / "sweep.csv").string(), rows_to_csv(rows, sweep_columns(grid)));
+  write_output_file((dir / "sweep.json").string(),
+                    {nlohmann::json{{"spec", spec}, {"grid", grid_json(grid)}, {"rows", rows}}.dump(2) + "\n"},
+                    "sweep results");
+  write_output_file((dir / "sweep.csv").string(), {rows_to_csv(rows, sweep_columns(grid))}, "sweep table");
 }
 
 int run_summarize(const std::string& dir) {
@@ -161,7 +90,7 @@ int run_summarize(const std::string& dir) {
   fmt::print("{}", summary_text(s));
   fmt::print("peak memory: tracked bytes of the most loaded rank; exposed comm: seconds per step the most exposed "
              "rank waited in communication; tokens/s: consumed tokens over the median step time.\n");
-  write_file_atomically((fs::path(dir) / "summary.json").string(), s.dump(2) + "\n");
+  write_output_file((fs::path(dir) / "summary.json").string(), {s.dump(2) + "\n"}, "sweep summary");
   return 0;
 }
 
@@ -170,6 +99,12 @@ int run_sweep(const SweepFlags& f) {
   check(!f.grid.empty(), "--grid is required (or --summarize DIR)");
   check(!f.out.empty() || f.dry_run, "--out DIR is required");
   check(f.iters >= 1, "--iters must be positive");
+  check(f.ranks >= 1, "--ranks must be positive (got {})", f.ranks);
+  check(f.gbs >= 0, "--global-batch-size must not be negative (got {})", f.gbs);
+  check(std::isfinite(f.timeout_s) && f.timeout_s >= 0, "--timeout must be a finite number >= 0 (got {})",
+        f.timeout_s);
+  check(std::isfinite(f.peak_tflops) && f.peak_tflops >= 0, "--peak-tflops must be a finite number >= 0 (got {})",
+        f.peak_tflops);
   SweepSpec spec;
   spec.model = f.model;
   spec.model_config = sweep_model(f.model, f.extra);
@@ -203,8 +138,15 @@ int run_sweep(const SweepFlags& f) {
   }
   std::vector<nlohmann::json> rows;
   int n = 0;
+  catch_stop_signals();  // SIGTERM/SIGINT end the running job's whole process group
   for (const SweepPoint& p : points) {
     ++n;
+    if (stop_signal() != 0) {
+      if (!f.dry_run) write_outputs(dir, spec_json, spec.grid, rows);
+      fmt::print("meshtrain sweep: stopped by signal {} ({}); --resume continues\n", stop_signal(),
+                 strsignal(stop_signal()));
+      return 128 + stop_signal();
+    }
     if (!p.valid) {
       fmt::print("[{}/{}] {}: invalid: {}\n", n, points.size(), p.name, p.reason);
       rows.push_back(sweep_row(p, "invalid", p.reason, nullptr));
@@ -240,7 +182,15 @@ int run_sweep(const SweepFlags& f) {
     fs::remove(report);
     fmt::print("[{}/{}] {}: running ... ", n, points.size(), p.name);
     std::fflush(stdout);
-    const Outcome o = run_command(cmd, log, f.timeout_s);
+    const ChildOutcome o = run_in_group(cmd, log, f.timeout_s);
+    if (o.stopped_by != 0) {
+      // Told to stop: the run and every process it started have been ended.
+      rows.push_back(sweep_row(p, "stopped", fmt::format("stopped by signal {}", o.stopped_by), nullptr));
+      write_outputs(dir, spec_json, spec.grid, rows);
+      fmt::print("stopped\nmeshtrain sweep: stopped by signal {} ({}); the run {} and its processes were ended; "
+                 "--resume continues\n", o.stopped_by, strsignal(o.stopped_by), p.name);
+      return 128 + o.stopped_by;
+    }
     const nlohmann::json rep = o.exit_code == 0 ? read_json_file(report) : nlohmann::json();
     nlohmann::json row;
     if (o.timed_out) {

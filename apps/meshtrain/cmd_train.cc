@@ -1,21 +1,29 @@
 // meshtrain train: one training run under MPI (mpirun -np N meshtrain train
 // ..., or srun). Flags carry Megatron-LM's names; --zero-stage is
-// DeepSpeed's. Every rank validates the whole configuration before any
-// large allocation; rank 0 prints the one-line error and all exit non-zero.
+// DeepSpeed's. Every rank validates the whole configuration, the output paths
+// and the node's memory before any large allocation; the first failing rank
+// prints the one-line error and all exit non-zero (agreed.h).
 #include <mpi.h>
 
 #include <omp.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
+#include "agreed.h"
 #include "commands.h"
 #include "json_file.h"
+#include "model_flags.h"
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/process_mesh.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
+#include "meshtrain/train/memory_check.h"
+#include "meshtrain/train/option_ranges.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::cli {
@@ -25,10 +33,11 @@ namespace {
 struct TrainFlags {
   std::string model = "tiny";
   std::optional<int> num_layers, hidden_size, heads, ffn, seq, positions, vocab;
+  ArchFlags arch;
   int tp = 1, pp = 1, zero = 0, mbs = 1, recompute_layers = 1;
   std::optional<int> gbs, layers_per_virtual_stage;
   std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
-  bool sp = false, bf16 = false;
+  bool sp = false, bf16 = false, no_memory_check = false;
   std::string peak_from;
   TrainOptions o;
 };
@@ -56,11 +65,15 @@ void set_threads_per_rank() {
 double peak_from_bench(const std::string& path, bool bf16) {
   const nlohmann::json j = read_json_arg("--peak-from", path);
   const char* dt = bf16 ? "bf16" : "fp32";
-  check(j.value("bench", "") == "gemm" && j.contains("peak"), "--peak-from {}: not the output of meshtrain bench gemm",
-        path);
+  const nlohmann::json* bench = j.is_object() && j.contains("bench") ? &j["bench"] : nullptr;
+  check(bench && *bench == "gemm" && j.contains("peak") && j["peak"].is_object(),
+        "--peak-from {}: not the output of meshtrain bench gemm", path);
   check(j["peak"].contains(dt), "--peak-from {}: no {} peak in the file (bench gemm --dtypes {})", path, dt, dt);
-  const double per_thread = j["peak"][dt].value("tflops_per_thread", 0.0);
-  check(per_thread > 0, "--peak-from {}: the {} peak is not positive", path, dt);
+  const nlohmann::json& peak = j["peak"][dt];
+  const nlohmann::json* v = peak.is_object() && peak.contains("tflops_per_thread") ? &peak["tflops_per_thread"] : nullptr;
+  check(v && v->is_number(), "--peak-from {}: peak.{}.tflops_per_thread is not a number", path, dt);
+  const double per_thread = v->get<double>();
+  check(std::isfinite(per_thread) && per_thread > 0, "--peak-from {}: the {} peak is not positive", path, dt);
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   const double share = std::min<double>(omp_get_max_threads(), cores / ranks_on_node());
   return per_thread * share;
@@ -79,6 +92,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   set(f.seq, o.model.seq_length);
   set(f.positions, o.model.max_position_embeddings);
   set(f.vocab, o.model.vocab_size);
+  apply_arch_flags(f.arch, o.model);
   ParallelConfig& p = o.parallel;
   p.tp = f.tp;
   p.pp = f.pp;
@@ -90,6 +104,8 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   p.zero_stage = f.zero;
   p.sequence_parallel = f.sp;
   p.micro_batch_size = f.mbs;
+  check(f.gbs || int64_t{f.mbs} * p.dp <= INT32_MAX, "micro-batch-size {} x {} data-parallel ranks exceeds {}", f.mbs,
+        p.dp, INT32_MAX);
   p.global_batch_size = f.gbs ? *f.gbs : f.mbs * p.dp;
   p.schedule = parse_schedule(f.schedule);
   if (f.layers_per_virtual_stage) {
@@ -106,7 +122,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   p.recompute_method = parse_recompute_method(f.recompute_method);
   p.recompute_num_layers = f.recompute_layers;
   p.bf16 = f.bf16;
-  if (o.lr.decay_iters <= 0) o.lr.decay_iters = o.train_iters;
+  if (o.lr.decay_iters == 0) o.lr.decay_iters = o.train_iters;
   if (o.model.max_position_embeddings == 0) o.model.max_position_embeddings = o.model.seq_length;
   if (!f.peak_from.empty()) {
     check(o.peak_tflops == 0, "--peak-tflops and --peak-from exclude each other");
@@ -123,12 +139,18 @@ int run_train(const TrainFlags& f) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   TrainOptions o;
-  try {
+  // The configuration, the data, the output paths (rank 0 writes them: a bad
+  // one fails now, not after training), then memory: before any allocation.
+  const bool ok = agreed("train", [&] {
     o = resolve(f, world);
     check_options(o, world);
-  } catch (const Error& e) {
-    // Every rank reaches the same verdict from the same inputs: no rank waits.
-    if (rank == 0) std::fprintf(stderr, "meshtrain train: error: %s\n", e.what());
+    check_option_ranges(o);
+    if (rank == 0)
+      for (auto [path, what] : {std::pair{&o.report_path, "run report"}, {&o.trace_path, "trace"},
+                                {&o.dump_weights_path, "weights"}})
+        OutputFile::open(*path, what);
+  }) && (f.no_memory_check || agreed("train", [&] { check_node_memory(o); }));
+  if (!ok) {
     MPI_Finalize();
     return 2;
   }
@@ -145,7 +167,7 @@ int run_train(const TrainFlags& f) {
 }  // namespace
 
 void add_train_command(CLI::App& app, Runner& run) {
-  auto* cmd = app.add_subcommand("train", "Train a GPT model (launch with mpirun -np N or srun for N ranks)");
+  auto* cmd = app.add_subcommand("train", "Train a GPT or Llama model (launch with mpirun -np N or srun for N ranks)");
   auto f = std::make_shared<TrainFlags>();
   TrainOptions& o = f->o;
   cmd->add_option("--model", f->model, "Model preset (configs/models/NAME.json) or a JSON file")
@@ -158,6 +180,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--seq-length", f->seq, "Sequence length")->group(g);
   cmd->add_option("--max-position-embeddings", f->positions, "Position table size")->group(g);
   cmd->add_option("--vocab-size", f->vocab, "Vocabulary size (padded to a multiple of 128)")->group(g);
+  add_arch_flags(cmd, f->arch, g);
   g = "Parallelism";
   cmd->add_option("--tensor-model-parallel-size", f->tp, "TP ranks")->capture_default_str()->group(g);
   cmd->add_option("--pipeline-model-parallel-size", f->pp, "PP stages")->capture_default_str()->group(g);
@@ -193,7 +216,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   g = "Run";
   o.lr.decay_iters = 0;
   cmd->add_option("--train-iters", o.train_iters, "Optimizer steps")->capture_default_str()->group(g);
-  cmd->add_option("--seed", o.seed, "Seed of initialisation and data order")->capture_default_str()->group(g);
+  cmd->add_option("--seed", o.seed, "Seed of initialisation and data order")
+      ->check(CLI::NonNegativeNumber)->capture_default_str()->group(g);
   cmd->add_option("--data-path", o.data_path, "Folder with train.bin/val.bin (meshtrain prepare-data) or a token file")
       ->group(g);
   cmd->add_flag("--mock-data", o.mock_data, "Deterministic pseudo-random tokens instead of a file")->group(g);
@@ -202,6 +226,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--eval-iters", o.eval_iters, "Validation batches per evaluation")->capture_default_str()->group(g);
   cmd->add_option("--log-interval", o.log_interval, "Print every N iterations")->capture_default_str()->group(g);
   cmd->add_flag("--quiet", o.quiet, "No per-iteration output")->group(g);
+  const std::map<std::string, LiveOutput> progress{
+      {"auto", LiveOutput::automatic}, {"on", LiveOutput::on}, {"off", LiveOutput::off}};
+  cmd->add_option("--progress", o.progress,
+                  "Progress bar and ETA: auto (only on a terminal, never under a launcher), on, off")
+      ->transform(CLI::CheckedTransformer(progress))->default_str("auto")->group(g);
   g = "Measurement";
   cmd->add_option("--report", o.report_path, "Write the run report (JSON) here")->group(g);
   cmd->add_option("--trace", o.trace_path, "Write a Chrome trace (Perfetto) here")->group(g);
@@ -210,6 +239,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--sample-tokens", o.sample_tokens, "After training, generate this many tokens")->group(g);
   cmd->add_option("--sample-prompt", o.sample_prompt, "Text the sample continues")->group(g);
   cmd->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU/HFU")->group(g);
+  cmd->add_flag("--no-memory-check", f->no_memory_check,
+                "Skip the check that the ranks of each node fit in its available memory")->group(g);
   cmd->add_option("--peak-from", f->peak_from,
                   "Peak per rank for MFU/HFU from `meshtrain bench gemm --out FILE` on this machine")->group(g);
   cmd->callback([&run, f] { run = [f] { return run_train(*f); }; });

@@ -20,7 +20,7 @@
 #include "commands.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/measure/sweep.h"
 #include "meshtrain/tune/launch.h"
 #include "meshtrain/tune/refit.h"
@@ -141,13 +141,20 @@ int run_tune_command(TuneFlags f) {
     fmt::print("tune {}: {} layouts ({} invalid combinations left out), {} ranks, strategy {}, budget {} trials{}\n",
                m.name, space.points.size(), space.invalid, f.ranks, f.o.strategy, f.o.budget_trials,
                f.replay.empty() ? "" : " (replayed from recorded measurements)");
-  const tune::TuneOutcome r = tune::run_tune(space, *source, f.o, [&](const tune::Trial& t, int n, bool rep) {
-    if (!f.json) print_trial(t, n, f.o.budget_trials, rep);
-  });
+  tune::TuneOutcome r;
+  try {
+    r = tune::run_tune(space, *source, f.o, [&](const tune::Trial& t, int n, bool rep) {
+      if (!f.json) print_trial(t, n, f.o.budget_trials, rep);
+    });
+  } catch (const tune::TrialsStopped& s) {
+    fmt::print(stderr, "meshtrain tune: stopped by signal {}; the trial in flight was ended, the others are in {}\n",
+               s.signal, f.o.results.empty() ? std::string("no results file") : f.o.results);
+    return 128 + s.signal;
+  }
   if (!f.calibrate.empty()) {
     check(sys.has_value(), "--calibrate needs --system (the file to refit)");
     const tune::Refit fit = tune::refit_system(m, *sys, f.ranks, r.trials);
-    write_file_atomically(f.calibrate, nlohmann::json(fit.system).dump(2) + "\n");
+    write_output_file(f.calibrate, {nlohmann::json(fit.system).dump(2), "\n"}, "calibrated system file");
     if (!f.json)
       fmt::print("calibrated {} -> {}: compute x {:.3g}, comm x {:.3g}; rms log error {:.3f} -> {:.3f} over {} layouts\n",
                  sys->name, f.calibrate, fit.compute_scale, fit.comm_scale, fit.rms_log_error_before,

@@ -1,14 +1,19 @@
-// meshtrain validate: predictions against published runs (tune/validate.h).
+// meshtrain validate: predictions against published runs (tune/validate.h),
+// in-sample, refitted (--fit) or leave-one-source-out (--cv source,
+// tune/validate_cv.h). Exits non-zero when no row could be compared or any
+// row is malformed (each is listed on stderr).
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/tune/planner.h"
 #include "meshtrain/tune/validate.h"
+#include "meshtrain/tune/validate_cv.h"
 
 namespace meshtrain::cli {
 
@@ -16,15 +21,12 @@ namespace {
 
 struct ValidateArgs {
   std::string file;
+  std::string cv;
+  bool fit = false;
   bool json = false;
 };
 
-int run_validate(const ValidateArgs& a) {
-  const tune::Validation v = tune::validate_runs(tune::read_csv_file(a.file));
-  if (a.json) {
-    std::cout << tune::validation_json(v).dump(2) << "\n";
-    return 0;
-  }
+void print_rows(const tune::Validation& v) {
   fmt::print("{:<20} {:<14} {:<24} {:>9} {:>9} {:>8}  {:<4} {}\n", "id", "system", "metric", "reported", "predicted",
              "error", "fits", "planned (blank knobs)");
   for (const auto& r : v.rows) {
@@ -35,23 +37,75 @@ int run_validate(const ValidateArgs& a) {
                r.expected_oom ? "fits (expect no)" : r.metric, r.reported, r.predicted, err,
                r.prediction.fits ? "yes" : "NO", filled);
   }
+}
+
+void print_summary(const tune::Validation& v) {
   fmt::print("\n{} rows compared: median |error| {:.1f}%, max |error| {:.1f}%\n", v.all.rows,
              100 * v.all.median_abs_error, 100 * v.all.max_abs_error);
   for (const auto& [s, e] : v.by_system)
     fmt::print("  {:<14} {:>3} rows: median {:.1f}%, max {:.1f}%\n", s, e.rows, 100 * e.median_abs_error,
                100 * e.max_abs_error);
-  if (!v.not_fitting.empty()) {
-    fmt::print("published runs the model says do not fit:");
-    for (const auto& id : v.not_fitting) fmt::print(" {}", id);
-    fmt::print("\n");
+  if (!v.not_fitting.empty()) fmt::print("published runs the model says do not fit: {}\n", fmt::join(v.not_fitting, " "));
+  if (!v.oom_mismatch.empty())
+    fmt::print("runs reported out of memory that the model says fit: {}\n", fmt::join(v.oom_mismatch, " "));
+}
+
+void print_folds(const tune::CrossValidation& cv) {
+  fmt::print("\nleave-one-source-out: each source predicted with efficiency data fitted without it\n");
+  fmt::print("{:<28} {:>4} {:>8} {:>8}  {}\n", "source", "rows", "median", "max", "fitted (system: emax/flash)");
+  for (const auto& f : cv.sources) {
+    std::string fitted;
+    for (const auto& [s, p] : f.fitted) fitted += fmt::format("{}{}: {:.2f}/{:.2f}", fitted.empty() ? "" : ", ", s, p.emax, p.flash);
+    if (!f.pooled.empty()) fitted += fmt::format(" (pooled over systems: {})", fmt::join(f.pooled, " "));
+    fmt::print("{:<28} {:>4} {:>7.1f}% {:>7.1f}%  {}\n", f.source.substr(0, 28), f.errors.rows,
+               100 * f.errors.median_abs_error, 100 * f.errors.max_abs_error, fitted);
   }
-  if (!v.oom_mismatch.empty()) {
-    fmt::print("runs reported out of memory that the model says fit:");
-    for (const auto& id : v.oom_mismatch) fmt::print(" {}", id);
-    fmt::print("\n");
+}
+
+// Non-zero when nothing was compared or any row was malformed.
+int verdict(const tune::Validation& v) {
+  for (const auto& s : v.skipped) std::cerr << "validate: malformed row " << s << "\n";
+  if (v.all.rows == 0) std::cerr << "validate: no row could be compared\n";
+  return v.all.rows == 0 || !v.skipped.empty() ? 1 : 0;
+}
+
+int run_validate(const ValidateArgs& a) {
+  const tune::CsvTable table = tune::read_csv_file(a.file);
+  if (a.fit) {
+    const auto fits = tune::fit_efficiency(tune::read_runs(table));
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& f : fits) {
+      j.push_back({{"system", f.system}, {"emax", f.best.emax}, {"flash_attention_efficiency", f.best.flash},
+                   {"rows", f.errors.rows}, {"median_abs_error", f.errors.median_abs_error},
+                   {"max_abs_error", f.errors.max_abs_error}});
+      if (!a.json)
+        fmt::print("{:<14} {:>3} rows: emax {:.2f}, flash {:.2f}: in-sample median {:.1f}%, max {:.1f}%\n", f.system,
+                   f.errors.rows, f.best.emax, f.best.flash, 100 * f.errors.median_abs_error,
+                   100 * f.errors.max_abs_error);
+    }
+    if (a.json) std::cout << j.dump(2) << "\n";
+    return fits.empty() ? 1 : 0;
   }
-  for (const auto& s : v.skipped) fmt::print("skipped {}\n", s);
-  return 0;
+  if (!a.cv.empty()) {
+    check(a.cv == "source", "--cv: '{}' is not a fold kind (source)", a.cv);
+    const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(table));
+    if (a.json) {
+      std::cout << tune::cross_validation_json(cv).dump(2) << "\n";
+    } else {
+      print_rows(cv.held_out);
+      print_folds(cv);
+      print_summary(cv.held_out);
+    }
+    return verdict(cv.held_out);
+  }
+  const tune::Validation v = tune::validate_runs(table);
+  if (a.json) {
+    std::cout << tune::validation_json(v).dump(2) << "\n";
+  } else {
+    print_rows(v);
+    print_summary(v);
+  }
+  return verdict(v);
 }
 
 }  // namespace
@@ -59,8 +113,11 @@ int run_validate(const ValidateArgs& a) {
 void add_validate_command(CLI::App& app, Runner& run) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* c = app.add_subcommand("validate", "Compare predictions with published runs (CSV)");
-  c->add_option("runs", a->file, "CSV with the columns of validation/public-runs.csv")->required();
+  c->add_option("runs", a->file, "CSV with the columns of tests/data/public-runs.csv")->required();
   c->add_flag("--json", a->json, "{rows: [{id, filled, prediction, reported, error}], median_abs_error, ...}");
+  c->add_option("--cv", a->cv,
+                "source: refit each system's efficiency data without one source's rows and predict that source");
+  c->add_flag("--fit", a->fit, "Fit each system's efficiency data (emax, flash) to all of its rows and print it");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_validate(*a); }; });
 }

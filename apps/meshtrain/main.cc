@@ -3,6 +3,8 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "commands.h"
 #include "meshtrain/core/build_commit.h"
@@ -18,6 +20,10 @@ int main(int argc, char** argv) {
                "measures, predicts and tunes the combination.",
                "meshtrain"};
   app.require_subcommand(1);
+  // A bad flag is one line too (CLI11's default adds a second).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("meshtrain: error: ") + e.what() + " (--help lists the flags)\n";
+  });
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
   app.set_version_flag("--version", std::string("meshtrain ") + meshtrain::build_commit(),
                        "Print the source revision this binary was built from");
@@ -35,10 +41,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // No exception reaches the user as a signal (std::terminate's abort):
+  // each is one line and exit status 2. (Multi-rank commands end every rank
+  // themselves: comm/abort.h.)
   try {
     return run();
   } catch (const meshtrain::Error& e) {
     std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
-    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "meshtrain: error: out of memory (an allocation failed)\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "meshtrain: error: unknown exception\n");
   }
+  return 2;
 }

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/core/output_file.h"
 
 namespace meshtrain {
 namespace {
@@ -130,19 +130,6 @@ TEST(Trace, EmptyWriterStillWritesValidFile) {
 TEST(Trace, EndWithoutBeginIsABug) {
   TraceWriter w(0, 0);
   EXPECT_THROW(w.end(), std::logic_error);
-}
-
-TEST(AtomicFile, ReplacesWholeFileAndLeavesNoTemporary) {
-  const fs::path dir = temp_dir();
-  const fs::path p = dir / "f.txt";
-  write_file_atomically(p.string(), "first version, longer");
-  write_file_atomically(p.string(), "second");
-  std::ifstream in(p);
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(s, "second");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
-  EXPECT_THROW(write_file_atomically((dir / "missing" / "f.txt").string(), "x"), Error);
-  fs::remove_all(dir);
 }
 
 }  // namespace

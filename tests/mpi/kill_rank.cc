@@ -6,6 +6,8 @@
 //   throw     throws Error, caught by run_or_abort, which calls abort_all
 //   hang      waits in a receive that is never sent, while its peers wait in
 //             the next all-reduce; the watchdog must end the job
+//   stop      raise(SIGSTOP): the process is stopped; the watchdog of a peer
+//             must end the job and name it
 // In every mode the job must end non-zero within seconds; the test wrapper
 // (expect_failure.sh) checks how long it took and what was printed.
 #include <mpi.h>
@@ -24,13 +26,15 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const std::string mode = argc > 1 ? argv[1] : "";
   const int code = meshtrain::run_or_abort([&] {
-    meshtrain::check(mode == "sigkill" || mode == "exit" || mode == "throw" || mode == "hang",
-                     "usage: kill_rank sigkill|exit|throw|hang");
+    meshtrain::check(mode == "sigkill" || mode == "exit" || mode == "throw" || mode == "hang" ||
+                         mode == "stop",
+                     "usage: kill_rank sigkill|exit|throw|hang|stop");
     meshtrain::ProcessMesh mesh(2, 1);
     std::vector<float> grad(1024, 1.0f);
     for (int step = 0; step < 1000; ++step) {
       if (step == 3 && mesh.rank() == 1) {
         if (mode == "sigkill") std::raise(SIGKILL);
+        if (mode == "stop") std::raise(SIGSTOP);
         if (mode == "exit") _exit(3);
         if (mode == "throw") throw meshtrain::Error("injected failure at step 3");
         if (mode == "hang") mesh.world().recv(grad.data(), 1, 0, /*tag=*/77);

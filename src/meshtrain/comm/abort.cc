@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include "meshtrain/comm/node_peers.h"
+
 namespace meshtrain {
 
 void abort_all(const std::string& message) {
@@ -16,6 +18,7 @@ void abort_all(const std::string& message) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::fprintf(stderr, "[rank %d] error: %s\n", rank, message.c_str());
     std::fflush(stderr);
+    NodePeers::leave();  // peers report this rank's own message, not "died"
     MPI_Abort(MPI_COMM_WORLD, 1);
   } else {
     std::fprintf(stderr, "error: %s\n", message.c_str());

@@ -52,7 +52,12 @@ ProcessMesh::ProcessMesh(int tp, int pp, MPI_Comm world, double watchdog_timeout
     : shape_(mesh_shape(tp, pp, world_size_of(world))) {
   check_mpi(MPI_Comm_rank(world, &rank_), "MPI_Comm_rank", "world");
   coord_ = coord_of(shape_, rank_);
-  if (watchdog_timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(watchdog_timeout_s);
+  peers_ = std::make_unique<NodePeers>(world);
+  peers_->name_dead_peer_on_sigterm();
+  if (watchdog_timeout_s > 0) {
+    watchdog_ = std::make_unique<Watchdog>(watchdog_timeout_s);
+    watchdog_->watch_peers(peers_.get());
+  }
 
   MPI_Comm dup = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(world, &dup), "MPI_Comm_dup", "world");

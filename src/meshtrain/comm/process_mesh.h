@@ -88,6 +88,7 @@ class ProcessMesh {
   ParallelConfig shape_;
   int rank_ = 0;
   RankCoord coord_;
+  std::unique_ptr<NodePeers> peers_;    // outlives the watchdog that reads it
   std::unique_ptr<Watchdog> watchdog_;  // declared before the groups: outlives them
   std::array<std::unique_ptr<Communicator>, kNumGroupKinds> groups_;
 };

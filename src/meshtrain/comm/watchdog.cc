@@ -42,6 +42,10 @@ void Watchdog::run() {
   const auto period = std::chrono::duration<double>(std::min(1.0, timeout_s_ / 10.0));
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+    if (NodePeers* p = peers_.load(std::memory_order_acquire)) {
+      p->beat();
+      if (const std::string who = p->dead_peer(); !who.empty()) fire_dead_peer(who);
+    }
     const int64_t since = since_ns_.load(std::memory_order_acquire);
     if (since == 0) continue;
     const double waited = static_cast<double>(now_ns() - since) * 1e-9;
@@ -54,12 +58,32 @@ void Watchdog::fire(double waited_s) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const auto op = static_cast<CommOp>(op_.load(std::memory_order_relaxed));
   const std::string name(comm_op_name(op));
+  // Which peer keeps this rank waiting, as far as this node can tell.
+  std::string peers;
+  if (const NodePeers* p = peers_.load(std::memory_order_acquire)) {
+    peers = p->silent_peers(timeout_s_ / 2);
+    peers = peers.empty() ? (p->size() > 1 ? "; every rank on this node is in communication (a mismatched call, "
+                                             "or the silent rank is on another node)"
+                                           : "; the silent rank is on another node")
+                          : "; on this node: " + peers;
+  }
   std::fprintf(stderr,
                "[rank %d] error: %s on group '%s' (%lld bytes) has been blocked for %.1f s, "
-               "over the %g s limit (MESHTRAIN_COMM_TIMEOUT_S); aborting\n",
+               "over the %g s limit (MESHTRAIN_COMM_TIMEOUT_S)%s; aborting\n",
                rank, name.c_str(), group_.load(std::memory_order_relaxed),
-               static_cast<long long>(bytes_.load(std::memory_order_relaxed)), waited_s, timeout_s_);
+               static_cast<long long>(bytes_.load(std::memory_order_relaxed)), waited_s, timeout_s_, peers.c_str());
   std::fflush(stderr);
+  NodePeers::leave();
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void Watchdog::fire_dead_peer(const std::string& who) {
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "[rank %d] error: %s; aborting\n", rank, who.c_str());
+  std::fflush(stderr);
+  NodePeers::leave();
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "meshtrain/core/error.h"
+
 namespace meshtrain {
 
 std::string_view mem_category_name(MemCategory c) {
@@ -67,7 +69,9 @@ Buffer::Buffer(MemCategory c, size_t bytes, bool zero) : bytes_(bytes), cat_(c) 
   } else {
     data_ = std::aligned_alloc(64, rounded);
   }
-  if (!data_) throw std::bad_alloc();
+  if (!data_)
+    throw Error(fmt::format("cannot allocate {} bytes ({:.2f} GiB) of {}: out of memory", bytes,
+                            double(bytes) / 1073741824.0, mem_category_name(c)));
   if (zero) std::memset(data_, 0, rounded);
   MemoryTracker::global().on_alloc(cat_, static_cast<int64_t>(bytes_));
 }

@@ -15,7 +15,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
-#include "meshtrain/data/atomic_write.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/data/permutation.h"
 #include "meshtrain/data/token_file.h"
 
@@ -298,7 +298,7 @@ PrepareResult prepare_corpus(const PrepareOptions& o) {
   c.train_tokens = static_cast<int64_t>(train_tokens.size());
   c.val_tokens = static_cast<int64_t>(val_tokens.size());
   c.unigram_entropy = unigram_entropy(train_tokens, val_tokens, o.vocab_size);
-  write_file_atomically((out / kCorpusInfoFile).string(), {to_json(c).dump(2) + "\n"},
+  write_output_file((out / kCorpusInfoFile).string(), {to_json(c).dump(2) + "\n"},
                         "corpus description");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -11,7 +11,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
-#include "meshtrain/data/atomic_write.h"
+#include "meshtrain/core/output_file.h"
 
 namespace meshtrain::data {
 
@@ -127,7 +127,7 @@ void SentencePieceTokenizer::train(std::span<const std::string> texts, const std
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator, &model);
   check(status.ok(), "cannot train tokenizer {} with {} pieces: {}", model_path, vocab_size,
         reason(status));
-  write_file_atomically(model_path, {model}, "tokenizer model");
+  write_output_file(model_path, {model}, "tokenizer model");
 }
 
 void SentencePieceTokenizer::train(const std::string& text_file, const std::string& model_prefix,

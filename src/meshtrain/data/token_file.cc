@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/data/atomic_write.h"
+#include "meshtrain/core/output_file.h"
 
 namespace meshtrain::data {
 
@@ -34,7 +34,7 @@ void write_token_file(const std::string& path, std::span<const uint16_t> tokens)
   header[0] = kTokenFileMagic;
   header[1] = kTokenFileVersion;
   header[2] = static_cast<int32_t>(tokens.size());
-  write_file_atomically(
+  write_output_file(
       path,
       {std::string_view(reinterpret_cast<const char*>(header.data()), kTokenFileHeaderBytes),
        std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size_bytes())},

@@ -8,7 +8,7 @@
 
 #include "meshtrain/comm/comm_error.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/measure/timer.h"
 
 namespace meshtrain {
@@ -107,13 +107,13 @@ std::string trace_file(const std::vector<std::string_view>& parts) {
 
 void TraceWriter::write(const std::string& path) const {
   const std::string mine = events_json();
-  write_file_atomically(path, trace_file({mine}));
+  write_output_file(path, {trace_file({mine})}, "trace");
 }
 
 void TraceWriter::gather_and_write(const Communicator& world, const std::string& path) const {
   const std::vector<std::string> all = gather_strings(world, events_json());
   if (world.rank() != 0) return;
-  write_file_atomically(path, trace_file(std::vector<std::string_view>(all.begin(), all.end())));
+  write_output_file(path, {trace_file(std::vector<std::string_view>(all.begin(), all.end()))}, "trace");
 }
 
 double synchronized_origin_s(const Communicator& world) {

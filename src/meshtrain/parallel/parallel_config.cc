@@ -1,5 +1,7 @@
 #include "meshtrain/parallel/parallel_config.h"
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
@@ -52,6 +54,12 @@ void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   check(p.micro_batch_size > 0, "micro-batch-size must be positive (got {})", p.micro_batch_size);
   check(p.global_batch_size > 0, "global-batch-size must be positive (got {})", p.global_batch_size);
   check(p.zero_stage >= 0 && p.zero_stage <= 3, "zero-stage must be 0, 1, 2 or 3 (got {})", p.zero_stage);
+  // The products below are ints: none may wrap.
+  constexpr int64_t kMax = INT32_MAX;
+  check(int64_t{p.tp} * p.pp * p.dp <= kMax, "tp {} x pp {} x dp {} ranks exceed {}", p.tp, p.pp, p.dp, kMax);
+  check(int64_t{p.pp} * p.vpp <= kMax, "pp {} x virtual chunks {} exceed {}", p.pp, p.vpp, kMax);
+  check(int64_t{p.micro_batch_size} * p.dp <= kMax, "micro-batch-size {} x data-parallel size {} exceeds {}",
+        p.micro_batch_size, p.dp, kMax);
   if (world > 0)
     check(world % (p.tp * p.pp) == 0 && world == p.world(),
           "world size {} is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = {}",

@@ -27,14 +27,16 @@ double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
 
 // One rank's part of the inter-node step: `bytes` per rank over `nodes`
 // ranks, while every device of the node uses the NICs at once, so each gets
-// 1 / devices_per_node of them.
-double across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes) {
+// 1 / devices_per_node of them. Latency: an all-reduce runs as a tree across
+// nodes (2 log2(nodes) steps); all-gather and reduce-scatter run as one ring
+// through all `size` ranks, size - 1 steps each as slow as the network hop.
+double across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes, int size) {
   if (nodes <= 1 || bytes <= 0) return 0;
   const auto& net = s.network;
   const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
   const double bw = share * net.efficiency(bytes);
-  const double lat = (kind == Collective::all_reduce ? 2 : 1) * std::ceil(std::log2(double(nodes))) * net.latency_s;
-  return lat + bytes * factor(kind, nodes) / bw;
+  const double steps = kind == Collective::all_reduce ? 2 * std::ceil(std::log2(double(nodes))) : double(size - 1);
+  return steps * net.latency_s + bytes * factor(kind, nodes) / bw;
 }
 
 }  // namespace
@@ -49,7 +51,7 @@ double collective_time(const SystemSpec& s, Collective kind, double bytes, int s
   const int k = g.ranks_per_node;
   if (g.nodes == 1) return ring_on_link(*g.link, kind, bytes, size);
   // Each of the k ranks on a node carries 1/k of the bytes across nodes.
-  double t = across_nodes(s, kind, bytes / k, g.nodes);
+  double t = across_nodes(s, kind, bytes / k, g.nodes, size);
   if (k > 1) {
     // Inside the node: reduce-scatter before (all-reduce, reduce-scatter) and
     // all-gather after (all-reduce, all-gather) the inter-node part.

@@ -49,8 +49,8 @@ namespace {
 // stage (see memory_model.h) and returns their peak.
 class CommBufferWalk {
  public:
-  CommBufferWalk(const StageLayout& L, const ParallelConfig& p, double boundary_bytes)
-      : L_(L), p_(p), e_(p.bf16 ? 2 : 4), boundary_(boundary_bytes),
+  CommBufferWalk(const StageLayout& L, const ParallelConfig& p, double boundary_bytes, const ZeroRuntime& z)
+      : L_(L), p_(p), z_(z), e_(p.bf16 ? 2 : 4), g_(z.reduce_in_model_dtype ? e_ : 4), boundary_(boundary_bytes),
         gathered_(L.unit_numel.size(), false), grad_(L.unit_numel.size(), false) {}
 
   double run(const std::vector<Action>& actions) {
@@ -100,31 +100,38 @@ class CommBufferWalk {
   void add(double b) { peak_ = std::max(peak_, now_ += b); }
   void sub(double b) { now_ -= b; }
   double numel(int u) const { return double(L_.unit_numel[u]); }
-  // ZeRO-3: a unit's weights all-gathered for its forward or backward.
+  // Elements of unit u held at once: all of it, or the framework's limit.
+  static double capped(double n, double limit) { return limit > 0 ? std::min(n, limit) : n; }
+  // ZeRO-3: a unit's weights all-gathered for its forward or backward (and
+  // the next units' while prefetched).
   void gather(int u) {
     if (p_.zero_stage < 3 || gathered_[u]) return;
     gathered_[u] = true;
-    add(numel(u) * e_);
+    const double b = capped(numel(u), z_.gather_elements) * e_;
+    add(b * (1 + z_.prefetch_units));
+    sub(b * z_.prefetch_units);
   }
   void release(int u) {
     if (p_.zero_stage < 3 || !gathered_[u]) return;
     gathered_[u] = false;
-    sub(numel(u) * e_);
+    sub(capped(numel(u), z_.gather_elements) * e_);
   }
-  // ZeRO-2/3: a unit's full fp32 gradient while its backward runs, then
+  // ZeRO-2/3: a unit's full gradient (fp32 in the engine; one reduce bucket
+  // in the model dtype in DeepSpeed) while its backward runs, then
   // reduce-scattered into a shard; the engine completes all but the newest
   // two reductions after posting one.
   void begin_backward(int u) {
     if (p_.zero_stage < 2 || grad_[u]) return;
     grad_[u] = true;
-    add(numel(u) * 4);
+    add(capped(numel(u), z_.reduce_bucket_elements) * g_);
   }
   void end_backward(int u) {
     if (p_.zero_stage < 2) return;
     grad_[u] = false;
-    const double shard = numel(u) / p_.dp * 4;
+    const double full = capped(numel(u), z_.reduce_bucket_elements) * g_;
+    const double shard = full / p_.dp;
     add(shard);
-    pending_.push_back(numel(u) * 4 + shard);
+    pending_.push_back(full + shard);
     while (pending_.size() > 2) {
       sub(pending_.front());
       pending_.erase(pending_.begin());
@@ -133,7 +140,8 @@ class CommBufferWalk {
 
   const StageLayout& L_;
   const ParallelConfig& p_;
-  const double e_, boundary_;
+  const ZeroRuntime z_;
+  const double e_, g_, boundary_;
   std::vector<bool> gathered_, grad_;
   std::vector<double> pending_;  // bytes held by each reduction in flight
   double now_ = 0, peak_ = 0;
@@ -142,7 +150,7 @@ class CommBufferWalk {
 }  // namespace
 
 double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int stage, PerfCache& cache,
-                              bool full_walk) {
+                              bool full_walk, const ZeroRuntime& z) {
   const StageLayout& L = cache.stage_layout(m, p, stage);
   const double tokens = double(p.micro_batch_size) * m.seq_length / (p.sequence_parallel ? p.tp : 1);
   const double boundary = tokens * m.hidden_size * (p.bf16 ? 2 : 4);
@@ -151,11 +159,11 @@ double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int
                                              : walk_length(p.schedule, p.pp, p.vpp, p.num_micro_batches());
   if (full_walk) mb = p.num_micro_batches();
   const Schedule& s = cache.schedule(p.schedule, p.pp, p.vpp, mb);
-  return CommBufferWalk(L, p, boundary).run(s.stages[stage]);
+  return CommBufferWalk(L, p, boundary, z).run(s.stages[stage]);
 }
 
 MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
-                         PerfCache& cache) {
+                         PerfCache& cache, const ZeroRuntime& z) {
   const StageLayout& L = cache.stage_layout(m, p, stage);
   const StateBytes& st = L.state[p.zero_stage][p.bf16 ? 1 : 0];
   MemoryBytes b;
@@ -188,19 +196,19 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   const double working = double(allocated_bytes(rank_working_set(m, p, has_head))) + 2 * scores;
   b.activations = stash + batch + working;
 
-  b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache);
+  b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache, false, z);
 
   b.workspace = sys.memory.reserved_bytes + sys.memory.fragmentation * (b.activations + b.comm_buffers);
   return b;
 }
 
 MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys,
-                               PerfCache& cache) {
+                               PerfCache& cache, const ZeroRuntime& z) {
   MemoryEstimate r;
   r.capacity = sys.memory.hbm_bytes;
-  r.worst = stage_memory(m, p, sys, 0, cache);
+  r.worst = stage_memory(m, p, sys, 0, cache, z);
   if (p.pp > 1) {
-    MemoryBytes last = stage_memory(m, p, sys, p.pp - 1, cache);
+    MemoryBytes last = stage_memory(m, p, sys, p.pp - 1, cache, z);
     if (last.total() > r.worst.total()) {
       r.worst = last;
       r.worst_stage = p.pp - 1;

@@ -39,6 +39,7 @@
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/parallel/parallel_config.h"
 #include "meshtrain/perf/perf_cache.h"
+#include "meshtrain/perf/perf_options.h"
 #include "meshtrain/perf/system_spec.h"
 
 namespace meshtrain::perf {
@@ -61,12 +62,14 @@ struct MemoryEstimate {
 };
 
 // Memory of stage s alone.
+// `z` describes the framework's ZeRO runtime (perf_options.h); the default
+// is the engine's.
 MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, int stage,
-                         PerfCache& cache);
+                         PerfCache& cache, const ZeroRuntime& z = {});
 
 // The config must be valid (validate(m, p)).
 MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s,
-                               PerfCache& cache);
+                               PerfCache& cache, const ZeroRuntime& z = {});
 
 // Most bytes of stashed activations stage s holds at once when the stash of
 // one micro-batch through chunk c takes chunk_bytes[c]: a walk of the
@@ -94,8 +97,11 @@ double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int num_micro_batche
 // completion test, so with pp > 1 the engine holds at least this, more by
 // the buffers of sends still in flight; with pp = 1 exactly this.
 // full_walk: walk every micro-batch of the step (tests), not only enough to
-// reach the steady state.
+// reach the steady state. A framework's ZeRO runtime `z` other than the
+// engine's caps the gathered weights at z.gather_elements (plus
+// z.prefetch_units more units while gathering), each gradient held and
+// reduced at z.reduce_bucket_elements, in the model dtype where it says so.
 double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int stage, PerfCache& cache,
-                              bool full_walk = false);
+                              bool full_walk = false, const ZeroRuntime& z = {});
 
 }  // namespace meshtrain::perf

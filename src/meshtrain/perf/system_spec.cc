@@ -1,6 +1,8 @@
 #include "meshtrain/perf/system_spec.h"
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 
@@ -19,10 +21,35 @@ const LinkClass* smallest_link_holding(const SystemSpec& s, int block) {
   return s.links.empty() ? nullptr : &s.links.back();
 }
 
+// Integer fields must be JSON integers in int's range (never truncated or
+// wrapped); numbers must be numbers.
 template <typename T>
 void get(const nlohmann::json& j, const char* key, T& v) {
-  if (j.contains(key)) j.at(key).get_to(v);
+  if (!j.contains(key)) return;
+  const nlohmann::json& x = j.at(key);
+  if constexpr (std::is_same_v<T, int>) {
+    check(x.is_number_integer(), "system field '{}' must be an integer (got {})", key, x.dump());
+    const bool fits = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t{INT32_MAX}
+                                             : x.get<int64_t>() >= INT32_MIN && x.get<int64_t>() <= INT32_MAX;
+    check(fits, "system field '{}' = {} is out of range", key, x.dump());
+  } else if constexpr (std::is_same_v<T, double>) {
+    check(x.is_number(), "system field '{}' must be a number (got {})", key, x.dump());
+  }
+  x.get_to(v);
 }
+
+bool finite_nonneg(double v) { return std::isfinite(v) && v >= 0; }
+
+// Efficiencies are fractions of a nominal figure, and rates are positive:
+// both at least kMinFigure, so that no time computed from them (bytes or
+// FLOPs over a rate times an efficiency) can become infinite.
+constexpr double kMinFigure = 1e-6;
+void check_efficiency(const Curve& c, const std::string& system, const std::string& what) {
+  for (const auto& [x, y] : c.points())
+    check(y >= kMinFigure && y <= 1, "system {}: {} efficiency {} at {} is not in [{}, 1]", system, what, y, x,
+          kMinFigure);
+}
+bool rate(double v) { return std::isfinite(v) && v >= kMinFigure; }
 
 }  // namespace
 
@@ -36,6 +63,8 @@ void SystemSpec::validate() const {
   check(network.nics_per_node >= 1 && network.nic_bandwidth_gbs > 0, "system {}: network needs NICs with bandwidth",
         name);
   if (devices_per_node > 1) check(!links.empty(), "system {}: a node of several devices needs link classes", name);
+  check(prediction_error >= 0 && prediction_error < 1, "system {}: cv_abs_error must be in [0, 1) (got {})", name,
+        prediction_error);
   for (size_t i = 0; i < links.size(); ++i) {
     check(links[i].bandwidth_gbs > 0, "system {}: link {} needs a positive bandwidth", name, links[i].name);
     check(links[i].span >= 2 && devices_per_node % links[i].span == 0,
@@ -46,6 +75,34 @@ void SystemSpec::validate() const {
   }
   if (!links.empty())
     check(links.back().span == devices_per_node, "system {}: the widest link class must span the node", name);
+  // Every figure finite, times non-negative, fractions in (0, 1]: a zero or
+  // negative efficiency would predict infinite or faster-than-possible runs.
+  check(rate(compute.peak_tflops_bf16) && rate(compute.peak_tflops_fp32) && std::isfinite(memory.hbm_bytes) &&
+            rate(memory.bandwidth_gbs) && rate(network.nic_bandwidth_gbs),
+        "system {}: peaks, memory and bandwidths must be finite and at least {}", name, kMinFigure);
+  check_efficiency(compute.matmul_efficiency_bf16, name, "bf16 matmul");
+  check_efficiency(compute.matmul_efficiency_fp32, name, "fp32 matmul");
+  check_efficiency(Curve(compute.flash_attention_efficiency), name, "flash attention");
+  check_efficiency(Curve(memory.elementwise_efficiency), name, "elementwise");
+  if (compute.attention_matmul_efficiency != 0)
+    check_efficiency(Curve(compute.attention_matmul_efficiency), name, "attention matmul");
+  check(finite_nonneg(compute.kernel_overhead_s) && finite_nonneg(compute.action_overhead_s),
+        "system {}: kernel and action overheads must be finite and not negative", name);
+  check(finite_nonneg(memory.reserved_bytes) && memory.reserved_bytes < memory.hbm_bytes,
+        "system {}: reserved memory must be at least 0 and below the device's memory", name);
+  check(finite_nonneg(memory.fragmentation), "system {}: fragmentation must be finite and not negative", name);
+  for (const LinkClass& l : links) {
+    check(rate(l.bandwidth_gbs), "system {}: link {} needs a finite bandwidth of at least {} GB/s", name, l.name,
+          kMinFigure);
+    check(finite_nonneg(l.latency_s), "system {}: link {}: latency must be finite and not negative (got {} us)", name,
+          l.name, l.latency_s * 1e6);
+    check_efficiency(l.efficiency, name, "link " + l.name);
+    for (int op = 0; op < kNumLinkOps; ++op)
+      if (l.op_efficiency[op]) check_efficiency(*l.op_efficiency[op], name, "link " + l.name + " " + kLinkOpNames[op]);
+  }
+  check(finite_nonneg(network.latency_s), "system {}: network latency must be finite and not negative (got {} us)",
+        name, network.latency_s * 1e6);
+  check_efficiency(network.efficiency, name, "network");
 }
 
 GroupPlacement place_group(const SystemSpec& s, int size, int stride) {
@@ -70,6 +127,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "name", s.name);
   get(j, "description", s.description);
   get(j, "devices_per_node", s.devices_per_node);
+  get(j, "cv_abs_error", s.prediction_error);
   if (j.contains("compute")) {
     const auto& c = j.at("compute");
     get(c, "peak_tflops_bf16", s.compute.peak_tflops_bf16);
@@ -173,6 +231,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"latency_us", s.network.latency_s * 1e6},
         {"efficiency", s.network.efficiency}}},
       {"sources", s.sources}};
+  if (s.prediction_error > 0) j["cv_abs_error"] = s.prediction_error;
 }
 
 SystemSpec load_system_spec(const std::string& name_or_path) {
@@ -184,8 +243,12 @@ SystemSpec load_system_spec(const std::string& name_or_path) {
   std::ifstream f(p);
   SystemSpec s;
   try {
-    s = nlohmann::json::parse(f).get<SystemSpec>();
+    const nlohmann::json j = nlohmann::json::parse(f);
+    check(j.is_object(), "a system description is a JSON object (got {})", j.type_name());
+    s = j.get<SystemSpec>();
   } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("system file {}: {}", p.string(), e.what()));
+  } catch (const Error& e) {
     throw Error(fmt::format("system file {}: {}", p.string(), e.what()));
   }
   s.validate();

@@ -80,6 +80,11 @@ struct SystemSpec {
   std::vector<LinkClass> links;  // increasing span; the last spans the node
   NetworkSpec network;
   std::map<std::string, std::string> sources;
+  // Relative error to expect of a throughput prediction on this system: the
+  // 80th percentile of |error| of its published runs, each predicted with
+  // efficiency data fitted without its own source (`meshtrain validate --cv
+  // source`). JSON "cv_abs_error"; 0 when not known.
+  double prediction_error = 0;
 
   double peak_flops(bool bf16) const {
     return 1e12 * (bf16 ? compute.peak_tflops_bf16 : compute.peak_tflops_fp32);

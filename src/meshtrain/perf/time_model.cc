@@ -82,7 +82,9 @@ struct Pricer {
     // 2 LayerNorms (read + write), 2 dropout+residual adds (2 reads, 1 write)
     // on the sequence-parallel region; bias+activation on the FFN width.
     const double ffn_passes = m.gated_mlp ? 3 : 2;
-    return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e);
+    // Rotary positions: q and k read and written once more.
+    const double rope = m.rotary ? memory(2 * n * (h + 2.0 * m.kv_heads() * m.head_dim()) / t * e) : 0;
+    return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e) + rope;
   }
   double block_memory_backward() const { return 2 * block_memory_forward(); }
   // TP collectives of one pass (forward, or backward) through a block.
@@ -222,6 +224,30 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
   const int dp_stride = p.tp;
   auto dp_time = [&](Collective k, double bytes) { return collective_time(s, k, bytes, p.dp, dp_stride); };
   auto dp_sent = [&](Collective k, double bytes) { return collective_bytes_sent(k, bytes, p.dp); };
+  // ZeRO-2/3 collectives of chunk c as frameworks issue them: per unit, at
+  // least `calls` per unit, or per bucket of `limit` elements over the chunk;
+  // each call pays the collective's latency.
+  auto sharded_calls = [&](Collective k, const StageLayout& L, int c, double bytes_per_element, double limit,
+                           int calls) {
+    if (limit > 0 && calls <= 1) {
+      const double n = double(L.chunk_numel[c]);
+      const double buckets = std::ceil(n / limit);
+      return buckets * dp_time(k, n / buckets * bytes_per_element);
+    }
+    double t = 0, last_n = -1, last_t = 0;  // blocks repeat one size: price it once
+    const ChunkUnits& cu = L.chunk_order[c];
+    for (const auto* list : {&cu.embedding, &cu.blocks, &cu.head})
+      for (int u : *list) {
+        const double n = double(L.unit_numel[u]);
+        if (n != last_n) {
+          const double k_calls = std::max(double(calls), limit > 0 ? std::ceil(n / limit) : 1.0);
+          last_n = n;
+          last_t = k_calls * dp_time(k, n / k_calls * bytes_per_element);
+        }
+        t += last_t;
+      }
+    return t;
+  };
 
   r.chunks.resize(size_t(p.pp) * p.vpp);
   r.transfer_s.assign(p.pp, 0.0);
@@ -265,12 +291,14 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
       const double numel = double(L.chunk_numel[c]);
       const int units = L.chunk_units[c];
       if (p.zero_stage >= 2) {
-        const double rs = dp_time(Collective::reduce_scatter, numel * 4);
+        const double gbytes = o.zero.reduce_in_model_dtype ? pbytes : 4;
+        const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o.zero.reduce_bucket_elements, 1);
         cc.backward_dp_s += o.overlap_grad_reduce ? overlapped(rs, cc.backward_compute_s, units) : rs;
-        dp_bytes += mb * dp_sent(Collective::reduce_scatter, numel * 4);
+        dp_bytes += mb * dp_sent(Collective::reduce_scatter, numel * gbytes);
       }
       if (p.zero_stage >= 3) {
-        const double ag = dp_time(Collective::all_gather, numel * pbytes);
+        const double ag = sharded_calls(Collective::all_gather, L, c, pbytes, o.zero.gather_elements,
+                                        o.zero.gather_calls_per_unit);
         cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units);
         cc.backward_dp_s += overlapped(ag, cc.backward_compute_s, units);
         dp_bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes);

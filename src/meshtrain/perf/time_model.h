@@ -32,8 +32,11 @@
 //       all-gathers it over TP).
 //   DP: ZeRO-2 reduce-scatters each chunk's gradients after every micro-
 //       batch's backward, ZeRO-3 also all-gathers its parameters before each
-//       forward and backward; these overlap the chunk's compute except one
-//       unit's worth (the reduce-scatter only with --overlap-grad-reduce).
+//       forward and backward; one call per unit (block, embedding, head), or
+//       as the framework issues them (PerfOptions::zero: per bucket, per
+//       sub-module), each paying its latency; these overlap the chunk's
+//       compute except one unit's worth (the reduce-scatter only with
+//       --overlap-grad-reduce).
 //       ZeRO-0 all-reduces, ZeRO-1 reduce-scatters the fp32
 //       gradients once per step; ZeRO-1/2 all-gather the updated parameters
 //       after the optimizer.
@@ -47,17 +50,10 @@
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/parallel/parallel_config.h"
 #include "meshtrain/perf/perf_cache.h"
+#include "meshtrain/perf/perf_options.h"
 #include "meshtrain/perf/system_spec.h"
 
 namespace meshtrain::perf {
-
-// Framework behaviours that change exposure, with Megatron-LM's flag names.
-struct PerfOptions {
-  bool overlap_grad_reduce = false;   // step-end gradient reduction runs under the last backward
-  bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
-  bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs
-  bool overlap_p2p_comm = false;      // pipeline sends do not hold the sender
-};
 
 // One micro-batch through one model chunk on one rank, by where time goes.
 struct ChunkCost {

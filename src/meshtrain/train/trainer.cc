@@ -22,7 +22,7 @@
 #include "meshtrain/data/loader.h"
 #include "meshtrain/data/token_file.h"
 #include "meshtrain/kernels/kernel_clock.h"
-#include "meshtrain/measure/atomic_file.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/measure/gather.h"
 #include "meshtrain/measure/run_report.h"
 #include "meshtrain/measure/timeline.h"
@@ -205,7 +205,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   const ParallelConfig& p = o.parallel;
   const ModelConfig& m = o.model;
   const bool rank0 = mesh.rank() == 0;
-  const bool tty = rank0 && !o.quiet && isatty(fileno(stdout));
+  const bool tty = rank0 && !o.quiet && live_output_enabled(o.progress);
   BatchSource data(o);  // opens and validates the data before the big allocations
 
   PipelineEngine<T> engine(m, p, mesh, o.seed);
@@ -324,8 +324,8 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   if (!o.dump_weights_path.empty() || o.sample_tokens > 0) {
     const std::vector<float> w = gather_serial_weights(engine.state(), mesh, o);
     if (rank0 && !o.dump_weights_path.empty())
-      write_file_atomically(o.dump_weights_path,
-                            std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)));
+      write_output_file(o.dump_weights_path,
+                        {std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float))}, "weights");
     if (rank0 && o.sample_tokens > 0) sample_text(o, w);
   }
 
@@ -391,7 +391,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
     j["memory_peak_bytes"] = mem;
     j["process_peak_rss_bytes"] = int64_t(peaks[kNumMemCategories + 1]);
     j["measurements"] = measurements;
-    write_file_atomically(o.report_path, j.dump(2));
+    write_output_file(o.report_path, {j.dump(2)}, "run report");
   }
   if (rank0 && !o.quiet) {
     fmt::print("\nsummary | {} iterations | final loss {:.4f} | {:.0f} tokens/s (median) | {:.2f} TFLOP/s per rank (model) | peak memory {} (params {}, grads {}, optimizer {}, activations {})\n",
@@ -409,11 +409,6 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
 void check_options(const TrainOptions& o, int world_size) {
   ParallelConfig p = o.parallel;
   validate(o.model, p, world_size);
-  // The engine trains the GPT-2 subset; the performance model costs the rest.
-  check(!o.model.gated_mlp, "the engine trains GELU MLPs only (gated_mlp is for the performance model)");
-  check(o.model.kv_heads() == o.model.num_attention_heads,
-        "the engine trains multi-head attention only (num_kv_heads {} != num-attention-heads {})",
-        o.model.kv_heads(), o.model.num_attention_heads);
   check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
   check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
   check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);

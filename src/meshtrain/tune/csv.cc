@@ -69,6 +69,15 @@ CsvTable read_csv(std::istream& in) {
   CsvTable t;
   int line = 1;
   bool unterminated = false;
+  // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
+  if (in.peek() == 0xEF) {
+    char bom[3] = {};
+    in.read(bom, 3);
+    if (std::string(bom, 3) != "\xEF\xBB\xBF") {
+      in.clear();
+      in.seekg(0);
+    }
+  }
   if (!read_record(in, t.header, line, unterminated)) return t;
   std::vector<std::string> rec;
   int start = line;

@@ -44,7 +44,7 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
       ++r.dropped[reason_of(e.what())];
       return;
     }
-    if (!perf::estimate_memory(m, p, s, cache).fits()) {
+    if (!perf::estimate_memory(m, p, s, cache, o.zero).fits()) {
       ++r.dropped["out of memory"];
       return;
     }
@@ -65,7 +65,7 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
       } catch (const Error&) {
         return false;
       }
-      return perf::estimate_memory(m, q, s, cache).fits();
+      return perf::estimate_memory(m, q, s, cache, o.zero).fits();
     };
     if (!fits(layers - 1)) continue;
     int lo = 1, hi = layers - 1;  // smallest k in [lo, hi] that fits; hi fits
@@ -92,6 +92,15 @@ std::string describe(const ParallelConfig& p) {
   return fmt::format("tp={} pp={} vpp={} dp={} zero={} mbs={} recompute={} sp={} flash={}", p.tp, p.pp, p.vpp, p.dp,
                      p.zero_stage, p.micro_batch_size, rc, p.sequence_parallel ? "on" : "off",
                      p.flash_attention ? "on" : "off");
+}
+
+int within_error_of_best(const Plan& plan, double e) {
+  if (e <= 0 || plan.ranked.empty()) return 0;
+  const double low_of_best = plan.ranked.front().prediction.tokens_per_s * (1 - e);
+  int n = 0;
+  for (size_t i = 1; i < plan.ranked.size() && plan.ranked[i].prediction.tokens_per_s * (1 + e) >= low_of_best; ++i)
+    ++n;
+  return n;
 }
 
 std::string why_best(const Plan& plan) {

@@ -40,6 +40,10 @@ std::string describe(const ParallelConfig& p);
 // margin, the knobs that differ, and the time categories that differ most.
 std::string why_best(const Plan& plan);
 
+// How many candidates after the best have throughput intervals (prediction
+// x (1 +- rel_error)) that overlap the best's: 0 when rel_error is 0.
+int within_error_of_best(const Plan& plan, double rel_error);
+
 // {candidates_evaluated, candidates_fitting, dropped, top: [{config,
 // prediction}]} with the first `top` ranked candidates.
 nlohmann::json plan_json(const Plan& plan, size_t top);

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/measure/child_group.h"
 #include "meshtrain/measure/run_report.h"
 #include "meshtrain/measure/sweep.h"
-#include "meshtrain/tune/job.h"
 #include "meshtrain/tune/launch.h"
 #include "meshtrain/tune/results_file.h"
 
@@ -73,20 +73,25 @@ LaunchedTrials::LaunchedTrials(LaunchSpecForTrials s) : s_(std::move(s)) {
   for (size_t at; (at = s_.launcher.find("{ranks}")) != std::string::npos;)
     s_.launcher.replace(at, 7, std::to_string(s_.ranks));
   fs::create_directories(s_.dir);
+  catch_stop_signals();
   while (fs::exists(fs::path(s_.dir) / (std::to_string(n_) + ".log"))) ++n_;  // keep an earlier tune's logs
 }
 
 LaunchedTrials::~LaunchedTrials() = default;
 
 std::string LaunchedTrials::command(const TunePoint& p, const std::string& report) const {
-  std::string cmd = s_.launcher + " " + shell_quote(s_.exe) + " train --model " + shell_quote(s_.model) +
-                    " --train-iters " + std::to_string(s_.trial_iters) + " --quiet --report " + shell_quote(report);
+  std::string cmd = fmt::format("{} {} train --model {} --train-iters {} --quiet --report {}", s_.launcher,
+                                shell_quote(s_.exe), shell_quote(s_.model), s_.trial_iters, shell_quote(report));
   const bool wants_data = std::any_of(s_.extra.begin(), s_.extra.end(), [](const std::string& a) {
     return a == "--data-path" || a.rfind("--data-path=", 0) == 0 || a == "--mock-data";
   });
   if (!wants_data) cmd += " --mock-data";
-  for (const std::string& a : train_args(p.config, s_.num_layers)) cmd += " " + shell_quote(a);
-  for (const std::string& a : s_.extra) cmd += " " + shell_quote(a);
+  std::vector<std::string> args = train_args(p.config, s_.num_layers);
+  args.insert(args.end(), s_.extra.begin(), s_.extra.end());
+  for (const std::string& a : args) {
+    cmd += ' ';
+    cmd += shell_quote(a);
+  }
   return cmd;
 }
 
@@ -94,7 +99,9 @@ Trial LaunchedTrials::run(const TunePoint& p) {
   const std::string base = (fs::path(s_.dir) / std::to_string(n_++)).string();
   const std::string report = base + ".json", log = base + ".log";
   fs::remove(report);
-  const JobOutcome o = run_job(command(p, report), log, s_.timeout_s);
+  fs::remove(log);
+  const ChildOutcome o = run_in_group(command(p, report), log, s_.timeout_s);
+  if (o.stopped_by != 0) throw TrialsStopped{o.stopped_by};
   Trial t;
   t.config = p.config;
   t.key = p.key;

@@ -10,9 +10,10 @@
 //                   bad_alloc) is "oom"; any other non-zero exit or a missing
 //                   report is "failed" with the exit code and the log's last
 //                   error line; a killed one "timeout".
-//                   SIGTERM or SIGINT to the tune ends the job's process group
-//                   and then the tune (exit 128 + signal), recording nothing
-//                   for the trial in flight.
+//                   SIGTERM, SIGINT or SIGHUP to the tune ends the job's
+//                   process group (measure/child_group.h) and throws
+//                   TrialsStopped: nothing is recorded for the trial in
+//                   flight, and `meshtrain tune` exits 128 + the signal.
 //   ReplayTrials    answers from measurements recorded earlier (results files
 //                   of `tune`, or sweep.json of `sweep`), for comparing
 //                   strategies without the machine time: a layout measured k
@@ -30,6 +31,10 @@
 #include "meshtrain/tune/tune_space.h"
 
 namespace meshtrain::tune {
+
+struct TrialsStopped {
+  int signal = 0;
+};
 
 class TrialSource {
  public:

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/tune/planner.h"
 
 namespace meshtrain::tune {
@@ -30,18 +31,26 @@ std::optional<double> number(const CsvTable& t, size_t r, const std::string& col
   try {
     size_t used = 0;
     const double x = std::stod(v, &used);
-    check(used == v.size(), "column {}: '{}' is not a number", col, v);
+    check(used == v.size() && std::isfinite(x), "column {}: '{}' is not a number", col, v);
     return x;
   } catch (const std::logic_error&) {
     throw Error(fmt::format("column {}: '{}' is not a number", col, v));
   }
 }
 
-int integer(const CsvTable& t, size_t r, const std::string& col) {
+// An integer field in [lo, 1e9]: nullopt when blank; throws Error otherwise.
+std::optional<int> count(const CsvTable& t, size_t r, const std::string& col, int lo = 1) {
   const auto x = number(t, r, col);
-  check(x.has_value(), "column {} is blank", col);
-  check(*x == std::floor(*x) && *x > 0, "column {}: '{}' is not a positive integer", col, t.field(r, col));
+  if (!x) return std::nullopt;
+  check(*x == std::floor(*x) && *x >= lo && *x <= 1e9, "column {}: '{}' is not an integer >= {}", col,
+        trim(t.field(r, col)), lo);
   return int(*x);
+}
+
+int required_count(const CsvTable& t, size_t r, const std::string& col) {
+  const auto x = count(t, r, col);
+  check(x.has_value(), "column {} is blank", col);
+  return *x;
 }
 
 std::optional<bool> yes_no(const CsvTable& t, size_t r, const std::string& col) {
@@ -52,72 +61,55 @@ std::optional<bool> yes_no(const CsvTable& t, size_t r, const std::string& col) 
   throw Error(fmt::format("column {}: '{}' is not yes or no", col, v));
 }
 
-ErrorSummary summarize(std::vector<double> errs) {
-  ErrorSummary s;
-  s.rows = int(errs.size());
-  if (errs.empty()) return s;
-  for (double& e : errs) e = std::fabs(e);
-  std::sort(errs.begin(), errs.end());
-  const size_t n = errs.size();
-  s.median_abs_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
-  s.max_abs_error = errs.back();
-  return s;
+// The columns a prediction reads; equal values give equal predictions.
+constexpr const char* kKeyColumns[] = {"system",     "layers",      "hidden",     "heads",        "kv_heads",
+                                       "ffn",        "seq_len",     "vocab",      "num_gpus",     "global_batch",
+                                       "tp",         "pp",          "vpp",        "zero_stage",   "dp",
+                                       "micro_batch", "grad_accum", "recompute",  "seq_parallel", "flash_attn",
+                                       "precision",  "profile",     "gated_mlp",  "recompute_num_layers"};
+
+void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
+  m.name = trim(t.field(r, "model_name"));
+  m.num_layers = required_count(t, r, "layers");
+  m.hidden_size = required_count(t, r, "hidden");
+  m.num_attention_heads = required_count(t, r, "heads");
+  if (auto kv = count(t, r, "kv_heads")) m.num_kv_heads = *kv;
+  if (auto f = count(t, r, "ffn")) m.ffn_hidden_size = *f;
+  if (auto g = yes_no(t, r, "gated_mlp")) m.gated_mlp = *g;
+  m.seq_length = required_count(t, r, "seq_len");
+  m.vocab_size = required_count(t, r, "vocab");
+  m.validate();
 }
 
-struct Parsed {
-  std::string id, system;
-  ModelConfig model;
-  int num_gpus = 0, global_batch = 0;
-  SearchSpace space;
-  ParallelConfig fallback;  // used when nothing planned fits
-  perf::PerfOptions options;
-  std::vector<std::string> blanks;
-};
-
-Parsed parse_row(const CsvTable& t, size_t r) {
-  Parsed p;
-  p.id = trim(t.field(r, "id"));
-  check(!p.id.empty(), "column id is blank");
-  p.system = trim(t.field(r, "system"));
-  check(!p.system.empty(), "column system is blank");
-  ModelConfig& m = p.model;
-  m.name = trim(t.field(r, "model_name"));
-  m.num_layers = integer(t, r, "layers");
-  m.hidden_size = integer(t, r, "hidden");
-  m.num_attention_heads = integer(t, r, "heads");
-  if (auto kv = number(t, r, "kv_heads")) m.num_kv_heads = int(*kv);
-  if (auto f = number(t, r, "ffn")) m.ffn_hidden_size = int(*f);
-  m.seq_length = integer(t, r, "seq_len");
-  m.vocab_size = integer(t, r, "vocab");
-  m.validate();
-  p.num_gpus = integer(t, r, "num_gpus");
-  p.global_batch = integer(t, r, "global_batch");
-
+void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
   f.global_batch_size = p.global_batch;
-  auto knob = [&](const char* col, std::vector<int>& dst, int& fb, int dflt) {
-    if (auto x = number(t, r, col)) {
-      dst = {int(*x)};
-      fb = int(*x);
+  auto knob = [&](const char* col, std::vector<int>& dst, int& fb, int dflt, int lo) {
+    if (auto x = count(t, r, col, lo)) {
+      dst = {*x};
+      fb = *x;
     } else {
       p.blanks.push_back(col);
       fb = dflt;
     }
   };
-  knob("tp", s.tp, f.tp, 1);
-  knob("pp", s.pp, f.pp, 1);
-  knob("vpp", s.vpp, f.vpp, 1);
-  knob("zero_stage", s.zero_stage, f.zero_stage, 1);
-  f.dp = p.num_gpus / (f.tp * f.pp);
-  if (auto dp = number(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
-    check(int(*dp) * f.tp * f.pp == p.num_gpus, "dp {} x tp {} x pp {} is not num_gpus {}", *dp, f.tp, f.pp,
+  knob("tp", s.tp, f.tp, 1, 1);
+  knob("pp", s.pp, f.pp, 1, 1);
+  knob("vpp", s.vpp, f.vpp, 1, 1);
+  knob("zero_stage", s.zero_stage, f.zero_stage, 1, 0);
+  check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
+  check(p.num_gpus % (f.tp * f.pp) == 0 || s.tp.empty() || s.pp.empty(), "tp {} x pp {} does not divide num_gpus {}",
+        f.tp, f.pp, p.num_gpus);
+  f.dp = std::max(1, p.num_gpus / (f.tp * f.pp));
+  if (auto dp = count(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
+    check(int64_t(*dp) * f.tp * f.pp == p.num_gpus, "dp {} x tp {} x pp {} is not num_gpus {}", *dp, f.tp, f.pp,
           p.num_gpus);
-  if (auto mb = number(t, r, "micro_batch")) {
-    s.micro_batch_size = {int(*mb)};
-    f.micro_batch_size = int(*mb);
-  } else if (auto ga = number(t, r, "grad_accum"); ga && !s.tp.empty() && !s.pp.empty()) {
-    f.micro_batch_size = std::max(1, p.global_batch / (f.dp * int(*ga)));
+  if (auto mb = count(t, r, "micro_batch")) {
+    s.micro_batch_size = {*mb};
+    f.micro_batch_size = *mb;
+  } else if (auto ga = count(t, r, "grad_accum"); ga && !s.tp.empty() && !s.pp.empty()) {
+    f.micro_batch_size = std::max(1, p.global_batch / (f.dp * *ga));
     s.micro_batch_size = {f.micro_batch_size};
   } else {
     p.blanks.push_back("micro_batch");
@@ -127,6 +119,11 @@ Parsed parse_row(const CsvTable& t, size_t r) {
     f.recompute = parse_recompute(rc);
     s.recompute = {f.recompute};
     s.partial_recompute = false;
+    if (auto k = count(t, r, "recompute_num_layers")) {
+      check(f.recompute == Recompute::full, "column recompute_num_layers needs recompute full");
+      f.recompute_method = RecomputeMethod::block;
+      f.recompute_num_layers = *k;
+    }
   } else {
     p.blanks.push_back("recompute");
     f.recompute = Recompute::full;
@@ -147,16 +144,81 @@ Parsed parse_row(const CsvTable& t, size_t r) {
   s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
   f.bf16 = s.bf16;
   f.schedule = f.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+}
+
+// A framework profile narrows the blanks to what the framework offered and
+// sets its overlaps and ZeRO runtime; published knobs stay as published.
+void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
+  SearchSpace& s = p.space;
+  auto blank = [&](const char* knob) {
+    return std::find(p.blanks.begin(), p.blanks.end(), knob) != p.blanks.end();
+  };
+  if (!f.interleaving && blank("vpp")) s.vpp = {1};
+  if (!f.sequence_parallel && blank("seq_parallel")) s.sequence_parallel = {false};
+  if (!f.flash_attention && blank("flash_attn")) s.flash_attention = {false};
+  if (!f.selective_recompute && blank("recompute")) s.recompute = {Recompute::none, Recompute::full};
+  if (!f.partial_recompute) s.partial_recompute = false;
+  if (blank("zero_stage")) s.zero_stage = f.zero_stages;
+  p.options = f.options;
+  if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();
+  if (!s.flash_attention.empty()) p.fallback.flash_attention = s.flash_attention.front();
+  if (!s.sequence_parallel.empty()) p.fallback.sequence_parallel = s.sequence_parallel.front();
+}
+
+void read_options(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string profile = trim(t.field(r, "profile"));
+  if (!profile.empty()) apply_profile(perf::framework_profile(profile), p);
   const std::string notes = t.field(r, "notes");
-  p.options.overlap_grad_reduce = notes.find("--overlap-grad-reduce") != std::string::npos;
-  p.options.overlap_param_gather = notes.find("--overlap-param-gather") != std::string::npos;
-  p.options.tp_comm_overlap = notes.find("--tp-comm-overlap") != std::string::npos;
-  p.options.overlap_p2p_comm = notes.find("--overlap-p2p-comm") != std::string::npos ||
-                               notes.find("PP overlap default") != std::string::npos;
+  auto has = [&](const char* flag) { return notes.find(flag) != std::string::npos; };
+  p.options.overlap_grad_reduce |= has("--overlap-grad-reduce");
+  p.options.overlap_param_gather |= has("--overlap-param-gather");
+  p.options.tp_comm_overlap |= has("--tp-comm-overlap");
+  p.options.overlap_p2p_comm |= has("--overlap-p2p-comm") || has("PP overlap default");
+}
+
+// The reported figure compared with the prediction, in order of preference.
+void read_metric(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string kind = lower(trim(t.field(r, "tflops_kind")));
+  const std::pair<const char*, std::string> metrics[] = {
+      {"tflops_per_gpu", kind == "hardware" ? "hardware_tflops_per_gpu" : "model_tflops_per_gpu"},
+      {"tokens_per_s_per_gpu", "tokens_per_s_per_gpu"},
+      {"mfu_pct", "mfu_pct"},
+      {"hfu_pct", "hfu_pct"},
+      {"iter_time_s", "iter_time_s"},
+      {"tokens_per_s", "tokens_per_s"}};
+  for (const auto& [col, name] : metrics)
+    if (auto x = number(t, r, col)) {
+      check(*x > 0, "column {}: {} is not positive", col, *x);
+      p.metric = name;
+      p.reported = *x;
+      return;
+    }
+}
+
+RunRow read_row(const CsvTable& t, size_t r) {
+  RunRow p;
+  p.line = t.row_lines[r];
+  p.id = trim(t.field(r, "id"));
+  check(!p.id.empty(), "column id is blank");
+  p.system = trim(t.field(r, "system"));
+  check(!p.system.empty(), "column system is blank");
+  p.source = trim(t.field(r, "source_key"));
+  if (p.source.empty()) p.source = trim(t.field(r, "source"));
+  read_model(t, r, p.model);
+  p.num_gpus = required_count(t, r, "num_gpus");
+  p.global_batch = required_count(t, r, "global_batch");
+  read_knobs(t, r, p);
+  read_options(t, r, p);
+  read_metric(t, r, p);
+  p.expected_oom = lower(trim(t.field(r, "peak_mem"))) == "oom";
+  for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
+  const perf::PerfOptions& o = p.options;
+  p.key += fmt::format("{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
+                       int(o.overlap_p2p_comm));
   return p;
 }
 
-std::map<std::string, std::string> filled_values(const Parsed& row, const ParallelConfig& c) {
+std::map<std::string, std::string> filled_values(const RunRow& row, const ParallelConfig& c) {
   std::map<std::string, std::string> f;
   for (const std::string& b : row.blanks) {
     if (b == "tp") f[b] = std::to_string(c.tp);
@@ -175,75 +237,110 @@ std::map<std::string, std::string> filled_values(const Parsed& row, const Parall
   return f;
 }
 
+double predicted_metric(const std::string& metric, const perf::Prediction& p, int row_gpus) {
+  if (metric == "hardware_tflops_per_gpu") return p.hardware_tflops_per_gpu;
+  if (metric == "model_tflops_per_gpu") return p.model_tflops_per_gpu;
+  if (metric == "mfu_pct") return 100 * p.mfu;
+  if (metric == "hfu_pct") return 100 * p.hfu;
+  if (metric == "iter_time_s") return p.step_time_s;
+  if (metric == "tokens_per_s_per_gpu") return p.tokens_per_s / row_gpus;
+  return p.tokens_per_s;
+}
+
 }  // namespace
+
+RunRows read_runs(const CsvTable& t) {
+  RunRows out;
+  out.skipped = t.errors;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    try {
+      out.rows.push_back(read_row(t, r));
+    } catch (const Error& e) {
+      const std::string id = trim(t.field(r, "id"));
+      out.skipped.push_back(fmt::format("{}line {}: {}", id.empty() ? "" : id + " ", t.row_lines[r], e.what()));
+    }
+  }
+  return out;
+}
+
+RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::PerfCache& cache, PlanMemo* memo) {
+  RowResult res;
+  res.id = row.id;
+  res.system = row.system;
+  res.source = row.source;
+  res.expected_oom = row.expected_oom;
+  const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
+  if (memo && hit != memo->end()) {
+    res.config = hit->second.first;
+    res.prediction = hit->second.second;
+  } else {
+    const Plan pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.space, row.options, &cache);
+    if (!pl.ranked.empty()) {
+      res.config = pl.ranked.front().config;
+      res.prediction = pl.ranked.front().prediction;
+    } else {
+      res.config = row.fallback;
+      res.prediction = perf::predict(row.model, row.fallback, sys, row.num_gpus, row.options, &cache);
+    }
+    if (memo) memo->emplace(row.key, std::make_pair(res.config, res.prediction));
+  }
+  res.filled = filled_values(row, res.config);
+  res.metric = row.metric;
+  res.reported = row.reported;
+  res.predicted = predicted_metric(row.metric, res.prediction, row.num_gpus);
+  if (!row.metric.empty() && !row.expected_oom) {
+    res.compared = true;
+    res.error = res.predicted / res.reported - 1;
+  }
+  return res;
+}
+
+ErrorSummary summarize(std::vector<double> errs) {
+  ErrorSummary s;
+  s.rows = int(errs.size());
+  if (errs.empty()) return s;
+  for (double& e : errs) e = std::fabs(e);
+  std::sort(errs.begin(), errs.end());
+  const size_t n = errs.size();
+  s.median_abs_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
+  s.max_abs_error = errs.back();
+  return s;
+}
+
+void tally(Validation& v) {
+  std::map<std::string, std::vector<double>> errs;
+  v.not_fitting.clear();
+  v.oom_mismatch.clear();
+  for (const RowResult& r : v.rows) {
+    if (!r.prediction.fits && !r.expected_oom) v.not_fitting.push_back(r.id);
+    if (r.prediction.fits && r.expected_oom) v.oom_mismatch.push_back(r.id);
+    if (!r.compared) continue;
+    errs[r.system].push_back(r.error);
+    errs[""].push_back(r.error);
+  }
+  v.all = summarize(errs[""]);
+  v.by_system.clear();
+  for (const auto& [sys, e] : errs)
+    if (!sys.empty()) v.by_system[sys] = summarize(e);
+}
 
 Validation validate_runs(const CsvTable& t, perf::PerfCache* cache_or_null) {
   perf::PerfCache local;
   perf::PerfCache& cache = cache_or_null ? *cache_or_null : local;
+  RunRows runs = read_runs(t);
   Validation v;
-  for (const std::string& e : t.errors) v.skipped.push_back(e);
+  v.skipped = std::move(runs.skipped);
   std::map<std::string, perf::SystemSpec> systems;
-  std::map<std::string, std::vector<double>> errs;
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    const std::string where = fmt::format("line {}", t.row_lines[r]);
+  PlanMemo memo;  // keys include the system name
+  for (const RunRow& row : runs.rows) {
     try {
-      const Parsed row = parse_row(t, r);
       if (!systems.count(row.system)) systems.emplace(row.system, perf::load_system_spec(row.system));
-      const perf::SystemSpec& sys = systems.at(row.system);
-      RowResult res;
-      res.id = row.id;
-      res.system = row.system;
-      res.expected_oom = lower(trim(t.field(r, "peak_mem"))) == "oom";
-      const Plan pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.space, row.options, &cache);
-      if (!pl.ranked.empty()) {
-        res.config = pl.ranked.front().config;
-        res.prediction = pl.ranked.front().prediction;
-      } else {
-        res.config = row.fallback;
-        res.prediction = perf::predict(row.model, row.fallback, sys, row.num_gpus, row.options, &cache);
-      }
-      res.filled = filled_values(row, res.config);
-      if (!res.prediction.fits && !res.expected_oom) v.not_fitting.push_back(res.id);
-      if (res.prediction.fits && res.expected_oom) v.oom_mismatch.push_back(res.id);
-
-      const std::string kind = lower(trim(t.field(r, "tflops_kind")));
-      const perf::Prediction& p = res.prediction;
-      if (auto x = number(t, r, "tflops_per_gpu")) {
-        res.metric = kind == "hardware" ? "hardware_tflops_per_gpu" : "model_tflops_per_gpu";
-        res.reported = *x;
-        res.predicted = kind == "hardware" ? p.hardware_tflops_per_gpu : p.model_tflops_per_gpu;
-      } else if (auto x = number(t, r, "mfu_pct")) {
-        res.metric = "mfu_pct";
-        res.reported = *x;
-        res.predicted = 100 * p.mfu;
-      } else if (auto x = number(t, r, "hfu_pct")) {
-        res.metric = "hfu_pct";
-        res.reported = *x;
-        res.predicted = 100 * p.hfu;
-      } else if (auto x = number(t, r, "iter_time_s")) {
-        res.metric = "iter_time_s";
-        res.reported = *x;
-        res.predicted = p.step_time_s;
-      } else if (auto x = number(t, r, "tokens_per_s")) {
-        res.metric = "tokens_per_s";
-        res.reported = *x;
-        res.predicted = p.tokens_per_s;
-      }
-      if (!res.metric.empty() && res.reported > 0 && !res.expected_oom) {
-        res.compared = true;
-        res.error = res.predicted / res.reported - 1;
-        errs[res.system].push_back(res.error);
-        errs[""].push_back(res.error);
-      }
-      v.rows.push_back(std::move(res));
+      v.rows.push_back(predict_run(row, systems.at(row.system), cache, &memo));
     } catch (const Error& e) {
-      const std::string id = trim(t.field(r, "id"));
-      v.skipped.push_back(fmt::format("{}{}: {}", id.empty() ? "" : id + " ", where, e.what()));
+      v.skipped.push_back(fmt::format("{} line {}: {}", row.id, row.line, e.what()));
     }
   }
-  v.all = summarize(errs[""]);
-  for (const auto& [sys, e] : errs)
-    if (!sys.empty()) v.by_system[sys] = summarize(e);
+  tally(v);
   return v;
 }
 
@@ -252,6 +349,7 @@ nlohmann::json validation_json(const Validation& v) {
   for (const RowResult& r : v.rows) {
     nlohmann::json j{{"id", r.id},
                      {"system", r.system},
+                     {"source", r.source},
                      {"filled", r.filled},
                      {"config", r.config},
                      {"prediction", r.prediction},
@@ -266,6 +364,7 @@ nlohmann::json validation_json(const Validation& v) {
   for (const auto& [s, e] : v.by_system)
     by[s] = {{"rows", e.rows}, {"median_abs_error", e.median_abs_error}, {"max_abs_error", e.max_abs_error}};
   return {{"rows", rows},
+          {"compared", v.all.rows},
           {"median_abs_error", v.all.median_abs_error},
           {"max_abs_error", v.all.max_abs_error},
           {"by_system", by},

@@ -1,5 +1,5 @@
 // Validation against published runs: a CSV with the columns of
-// validation/public-runs.csv, read by name (unknown columns ignored).
+// tests/data/public-runs.csv, read by name (unknown columns ignored).
 //
 // Each row gives a model shape, a system, the GPU count, the parallel knobs
 // its authors published and the throughput they reported. Knobs left blank
@@ -8,14 +8,22 @@
 // best predicted value is used and reported in `filled`. Framework
 // behaviours named in the row's notes (--overlap-grad-reduce,
 // --overlap-param-gather, --tp-comm-overlap, --overlap-p2p-comm or "PP
-// overlap default") are applied. Precision is bf16
-// unless the row says fp32.
+// overlap default") are applied. Precision is bf16 unless the row says fp32.
+// A row's `profile` (perf/framework_profile.h) sets its framework's overlaps
+// and ZeRO runtime and narrows its blank knobs to what that framework could
+// do. Optional columns: gated_mlp (SwiGLU), recompute_num_layers (with
+// recompute full: Megatron's block method), source_key (short source name).
 //
 // The prediction is compared with, in order of preference: TFLOP/s per GPU
-// of the row's tflops_kind (hardware: recompute counted, else model), MFU,
-// HFU, iteration time, tokens per second. error = predicted / reported - 1.
+// of the row's tflops_kind (hardware: recompute counted, else model), tokens
+// per second per GPU, MFU, HFU, iteration time, tokens per second. error =
+// predicted / reported - 1.
 // A row whose peak_mem is "OOM" is checked for fits == false instead.
-// Malformed rows are reported and skipped.
+// Malformed rows (a non-numeric or non-positive count, tp or pp of 0, dp x
+// tp x pp != num_gpus, ...) are listed in `skipped` with their line.
+//
+// Rows that describe the same run (every field the prediction reads equal)
+// are predicted once: a table of N rows costs one plan per distinct run.
 #pragma once
 
 #include <map>
@@ -26,12 +34,38 @@
 
 #include "meshtrain/perf/predict.h"
 #include "meshtrain/tune/csv.h"
+#include "meshtrain/tune/search_space.h"
 
 namespace meshtrain::tune {
+
+// One row as read: what to predict and what to compare with.
+struct RunRow {
+  std::string id, system;
+  std::string source;  // column source_key, else source: rows of one publication
+  int line = 0;
+  ModelConfig model;
+  int num_gpus = 0, global_batch = 0;
+  SearchSpace space;
+  ParallelConfig fallback;  // used when nothing planned fits
+  perf::PerfOptions options;
+  std::vector<std::string> blanks;
+  std::string metric;       // what is compared; empty when nothing is
+  double reported = 0;
+  bool expected_oom = false;
+  std::string key;          // every field the prediction reads
+};
+
+struct RunRows {
+  std::vector<RunRow> rows;
+  std::vector<std::string> skipped;  // "id line N: why"
+};
+
+RunRows read_runs(const CsvTable& table);
 
 struct RowResult {
   std::string id;
   std::string system;
+  std::string source;
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
   perf::Prediction prediction;
@@ -42,10 +76,17 @@ struct RowResult {
   bool expected_oom = false;                  // the row reports running out of memory
 };
 
+// Plans (or predicts) one row on `system`. `memo` (may be null) holds the
+// plans of rows already seen on the same system data, by RunRow::key.
+using PlanMemo = std::map<std::string, std::pair<ParallelConfig, perf::Prediction>>;
+RowResult predict_run(const RunRow& row, const perf::SystemSpec& system, perf::PerfCache& cache,
+                      PlanMemo* memo = nullptr);
+
 struct ErrorSummary {
   int rows = 0;
   double median_abs_error = 0, max_abs_error = 0;
 };
+ErrorSummary summarize(std::vector<double> errors);
 
 struct Validation {
   std::vector<RowResult> rows;
@@ -55,6 +96,9 @@ struct Validation {
   ErrorSummary all;
   std::map<std::string, ErrorSummary> by_system;
 };
+
+// Fills not_fitting, oom_mismatch, all and by_system from `rows`.
+void tally(Validation& v);
 
 // Systems are loaded by name (load_system_spec) from each row's `system`.
 Validation validate_runs(const CsvTable& table, perf::PerfCache* cache = nullptr);

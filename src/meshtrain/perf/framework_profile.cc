@@ -1,0 +1,97 @@
+#include "meshtrain/perf/framework_profile.h"
+
+#include <fmt/format.h>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::perf {
+
+namespace {
+
+// What a framework offers, in FrameworkProfile's order.
+struct Features {
+  bool interleaving, sequence_parallel, selective_recompute, partial_recompute, flash_attention;
+};
+
+FrameworkProfile make(std::string name, Features f, std::vector<int> zero_stages, PerfOptions o, std::string basis) {
+  FrameworkProfile p;
+  p.name = std::move(name);
+  p.interleaving = f.interleaving;
+  p.sequence_parallel = f.sequence_parallel;
+  p.selective_recompute = f.selective_recompute;
+  p.partial_recompute = f.partial_recompute;
+  p.flash_attention = f.flash_attention;
+  p.zero_stages = std::move(zero_stages);
+  p.options = o;
+  p.basis = std::move(basis);
+  return p;
+}
+
+PerfOptions overlapping(bool grad, bool param, bool tp, bool p2p, ZeroRuntime z = {}) {
+  PerfOptions o;
+  o.overlap_grad_reduce = grad;
+  o.overlap_param_gather = param;
+  o.tp_comm_overlap = tp;
+  o.overlap_p2p_comm = p2p;
+  o.zero = z;
+  return o;
+}
+
+std::vector<FrameworkProfile> build() {
+  // DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
+  // stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
+  // reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
+  const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6};
+  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1}, fsdp2_fp32{0, 0, false, 1, 1};
+  const PerfOptions none;
+  return {
+      make("megatron-lm-2021", {true, false, false, false, false}, {0}, none,
+           "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism, selective "
+           "recompute and the block recompute method arrive with Korthikanti et al. 2022 (Megatron-LM v3.0), the "
+           "distributed optimizer (--use-distributed-optimizer) in late 2022; no fused attention kernel"),
+      make("megatron-lm-2022", {true, true, true, true, false}, {0}, none,
+           "Megatron-LM v3.0 (Korthikanti et al. 2022): --sequence-parallel, --recompute-granularity selective; "
+           "no distributed optimizer in the published runs, no flash attention (added 2023)"),
+      make("megatron-deepspeed-2021", {false, false, false, false, false}, {0, 1}, none,
+           "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
+           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
+           "Megatron's 2021 tensor parallelism without sequence parallelism"),
+      make("megatron-deepspeed-2023", {false, false, false, false, true}, {0, 1}, none,
+           "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
+           "megatron-deepspeed-2021 plus fused attention"),
+      make("megatron-core-2024", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
+           "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed "
+           "optimizer, TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather "
+           "--tp-comm-overlap and overlapped pipeline sends as its README's H100 table lists"),
+      make("deepspeed-zero3", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, deepspeed),
+           "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
+           "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
+           "reduction; activation checkpointing full or none"),
+      make("fsdp-2022", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
+           "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
+           "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
+           "reduce-scattered in fp16 overlapping the backward"),
+      make("torchtitan-2024", {false, true, true, true, true}, {3}, overlapping(true, false, false, false, fsdp2_fp32),
+           "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
+           "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
+           "(flash) attention, selective or full activation checkpointing"),
+  };
+}
+
+}  // namespace
+
+const std::vector<FrameworkProfile>& framework_profiles() {
+  static const std::vector<FrameworkProfile> v = build();
+  return v;
+}
+
+const FrameworkProfile& framework_profile(const std::string& name) {
+  std::string known;
+  for (const FrameworkProfile& p : framework_profiles()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw Error(fmt::format("unknown framework profile '{}' (known: {})", name, known));
+}
+
+}  // namespace meshtrain::perf

@@ -1,0 +1,40 @@
+// Framework profiles: what a named training framework release could do, so
+// that a published run is predicted as its framework ran it and the knobs
+// its authors did not publish are planned only over what that framework
+// offered. Each profile states where its facts come from (`basis`).
+//
+//   interleaving         interleaved 1F1B (virtual pipeline stages)
+//   sequence_parallel    Megatron sequence parallelism
+//   selective_recompute  attention-core recompute (else full or none)
+//   partial_recompute    full recompute of only some blocks per chunk
+//                        (Megatron's --recompute-method block)
+//   flash_attention      a fused attention kernel
+//   zero_stages          the ZeRO stages it runs (0: plain data parallel)
+//   options              overlaps and the ZeRO runtime (perf_options.h)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/perf/perf_options.h"
+
+namespace meshtrain::perf {
+
+struct FrameworkProfile {
+  std::string name;
+  bool interleaving = true;
+  bool sequence_parallel = true;
+  bool selective_recompute = true;
+  bool partial_recompute = true;
+  bool flash_attention = true;
+  std::vector<int> zero_stages{0, 1, 2, 3};
+  PerfOptions options;
+  std::string basis;
+};
+
+const std::vector<FrameworkProfile>& framework_profiles();
+
+// The profile called `name`; throws Error naming the known ones otherwise.
+const FrameworkProfile& framework_profile(const std::string& name);
+
+}  // namespace meshtrain::perf

@@ -1,0 +1,47 @@
+// PerfOptions: framework behaviours the performance model prices, as the
+// framework that ran a config has them (Megatron-LM's flag names for the
+// overlaps). The defaults describe this project's engine.
+//
+// ZeroRuntime: how a framework runs sharded data parallelism (ZeRO-2/3),
+// which sets both the buffers it holds and the collectives it issues:
+//   gather_elements  ZeRO-3 parameters gathered at once, at most. 0: one unit
+//                    (a block, the embedding, the head) at a time, as the
+//                    engine and FSDP (one wrapped block, the next prefetched
+//                    while it runs) gather. DeepSpeed ZeRO-3 gathers each
+//                    sub-module's parameters and keeps at most
+//                    stage3_max_live_parameters (default 1e9) alive.
+//   reduce_bucket_elements  gradient elements reduce-scattered per call. 0:
+//                    one unit per call (engine, FSDP). DeepSpeed:
+//                    reduce_bucket_size (default 5e8).
+//   reduce_in_model_dtype  gradients are reduced in the model's dtype (bf16 /
+//                    fp16: DeepSpeed ZeRO, FSDP with a bf16 reduce dtype)
+//                    instead of fp32 (the engine).
+//   prefetch_units   units gathered ahead of the one in use (FSDP's forward
+//                    and backward prefetch: 1; engine: 0).
+//   gather_calls_per_unit  all-gathers issued per unit: 1 (engine, FSDP: one
+//                    flat buffer per block); DeepSpeed gathers per sub-module
+//                    (QKV, projection, the two MLP matrices, the LayerNorms
+//                    and biases coalesced by its prefetch bucket): 6.
+// Every call pays its collective's latency, which for a ring all-gather or
+// reduce-scatter grows with the group (collective.h).
+#pragma once
+
+namespace meshtrain::perf {
+
+struct ZeroRuntime {
+  double gather_elements = 0;
+  double reduce_bucket_elements = 0;
+  bool reduce_in_model_dtype = false;
+  int prefetch_units = 0;
+  int gather_calls_per_unit = 1;
+};
+
+struct PerfOptions {
+  bool overlap_grad_reduce = false;   // step-end gradient reduction runs under the last backward
+  bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
+  bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs
+  bool overlap_p2p_comm = false;      // pipeline sends do not hold the sender
+  ZeroRuntime zero;
+};
+
+}  // namespace meshtrain::perf
