@@ -14,6 +14,7 @@
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/predict.h"
+#include "meshtrain/tune/launch.h"
 
 namespace meshtrain::cli {
 
@@ -37,6 +38,7 @@ struct PredictArgs {
   bool flash = false;
   perf::PerfOptions options;
   bool json = false;
+  std::string emit;
 };
 
 double gib(double b) { return b / 1073741824.0; }
@@ -86,6 +88,10 @@ int run_predict(const PredictArgs& a) {
   p.flash_attention = a.flash;
 
   const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, a.options);
+  if (!a.emit.empty()) {
+    std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node}, a.emit);
+    return 0;
+  }
   if (a.json) {
     nlohmann::json j = r;
     j["config"] = p;
@@ -166,6 +172,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
   c->add_flag("--json", a->json, "One JSON object (contract: docs/ARCHITECTURE.md)");
+  c->add_option("--emit", a->emit, "Print the layout as: train, slurm-frontier, slurm-dgx or megatron");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_predict(*a); }; });
 }

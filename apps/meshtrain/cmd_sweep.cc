@@ -26,12 +26,14 @@
 #include "meshtrain/core/output_file.h"
 #include "meshtrain/measure/child_group.h"
 #include "meshtrain/measure/sweep.h"
+#include "meshtrain/tune/launch.h"
 
 namespace meshtrain::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
+using tune::shell_quote;
 
 struct SweepFlags {
   std::string model = "tiny";
@@ -48,31 +50,10 @@ struct SweepFlags {
   std::vector<std::string> extra;
 };
 
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,+@%") ==
-                        std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string self_exe() {
   std::error_code ec;
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("meshtrain") : p.string();
-}
-
-// The last non-empty line of a file mentioning an error, else its last line.
-std::string failure_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string line, last, err;
-  while (std::getline(f, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    last = line;
-    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) err = line;
-  }
-  return err.empty() ? last : err;
 }
 
 nlohmann::json read_json_file(const std::string& path) {

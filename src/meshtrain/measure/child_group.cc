@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "meshtrain/core/error.h"
@@ -89,6 +90,17 @@ ChildOutcome run_in_group(const std::string& command, const std::string& log, do
   o.wall_s = elapsed();
   o.exit_code = status < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return o;
+}
+
+std::string failure_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line, last, err;
+  while (std::getline(f, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    last = line;
+    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) err = line;
+  }
+  return err.empty() ? last : err;
 }
 
 }  // namespace meshtrain

@@ -31,4 +31,8 @@ int stop_signal();
 ChildOutcome run_in_group(const std::string& command, const std::string& log, double timeout_s,
                           double grace_s = 5);
 
+// The last line of a job's log mentioning an error, else its last non-empty
+// line (what a driver records as the reason a run failed).
+std::string failure_line(const std::string& log);
+
 }  // namespace meshtrain
