@@ -12,6 +12,8 @@
 #include "commands.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/report/html_page.h"
+#include "meshtrain/report/plan_html.h"
 #include "meshtrain/tune/planner.h"
 
 namespace meshtrain::cli {
@@ -26,7 +28,7 @@ struct PlanArgs {
   size_t top = 5;
   bool fp32 = false, json = false, no_partial_recompute = false;
   bool sp = false, no_sp = false, no_interleaving = false, flash = false, no_flash = false;
-  std::string csv;
+  std::string csv, html;
   perf::PerfOptions options;
 };
 
@@ -79,6 +81,7 @@ int run_plan(const PlanArgs& a) {
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, a.options);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  if (!a.html.empty()) report::write_html(a.html, report::plan_html(m, sys, a.num_gpus, a.global_batch_size, space, plan));
   if (!a.csv.empty()) {
     if (a.csv == "-") {
       write_csv(std::cout, plan);
@@ -146,6 +149,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
   c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top, why_best, planning_seconds, meshtrain_commit}");
+  c->add_option("--html", a->html, "Write the searched space as an HTML page of charts to this file");
   c->add_option("--csv", a->csv, "Write the whole ranked list as CSV to this file ('-': standard output)");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_plan(*a); }; });

@@ -20,7 +20,7 @@
 #include "meshtrain/core/memory.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/data/loader.h"
-#include "meshtrain/data/token_file.h"
+#include "meshtrain/data/token_dataset.h"
 #include "meshtrain/kernels/kernel_clock.h"
 #include "meshtrain/measure/atomic_file.h"
 #include "meshtrain/measure/gather.h"
@@ -60,15 +60,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string train_file(const TrainOptions& o) {
-  return fs::is_directory(o.data_path) ? (fs::path(o.data_path) / "train.bin").string() : o.data_path;
-}
-std::string val_file(const TrainOptions& o) {
-  if (!fs::is_directory(o.data_path)) return "";
-  const auto p = fs::path(o.data_path) / "val.bin";
-  return fs::exists(p) ? p.string() : "";
-}
-
 // The step's sequences for this rank: micro-batch i at offset i * N. The
 // samples of global batch `it` depend on the seed alone, never on the
 // layout (see data/loader.h).
@@ -76,10 +67,11 @@ class BatchSource {
  public:
   BatchSource(const TrainOptions& o) : o_(o) {
     if (o.mock_data) return;
-    train_ = std::make_unique<data::TokenFile>(train_file(o));
+    const data::DataPaths paths = data::resolve_data_path(o.data_path);
+    train_ = std::make_unique<data::TokenDataset>(paths.train);
     sampler_ = std::make_unique<data::SequenceSampler>(*train_, o.model.seq_length, o.seed);
-    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
-      val_ = std::make_unique<data::TokenFile>(v);
+    if (!paths.val.empty() && o.eval_iters > 0) {
+      val_ = std::make_unique<data::TokenDataset>(paths.val);
       eval_ = std::make_unique<data::EvalSampler>(*val_, o.model.seq_length, o.parallel.global_batch_size);
     }
   }
@@ -116,7 +108,7 @@ class BatchSource {
     }
   }
   const TrainOptions& o_;
-  std::unique_ptr<data::TokenFile> train_, val_;
+  std::unique_ptr<data::TokenDataset> train_, val_;
   std::unique_ptr<data::SequenceSampler> sampler_;
   std::unique_ptr<data::EvalSampler> eval_;
 };
@@ -174,9 +166,11 @@ std::vector<float> gather_serial_weights(ShardedState<T>& state, ProcessMesh& me
 
 // Continues the prompt with the trained model and prints the text.
 void sample_text(const TrainOptions& o, const std::vector<float>& weights) {
-  const fs::path tk = fs::is_directory(o.data_path) ? fs::path(o.data_path) / "tokenizer.model" : fs::path();
+  const std::string tk = !o.tokenizer.empty() ? o.tokenizer
+                         : o.mock_data      ? std::string()
+                                            : data::resolve_data_path(o.data_path).tokenizer;
   std::unique_ptr<data::Tokenizer> tok;
-  if (!tk.empty() && fs::exists(tk)) tok = data::load_tokenizer(tk.string());
+  if (!tk.empty()) tok = data::load_tokenizer(tk);
   std::vector<int32_t> prompt = tok && !o.sample_prompt.empty() ? tok->encode(o.sample_prompt) : std::vector<int32_t>{};
   prompt.insert(prompt.begin(), tok ? tok->eot() : 0);
   SamplingOptions so;
@@ -420,17 +414,15 @@ void check_options(const TrainOptions& o, int world_size) {
   check(o.eval_iters >= 0 && o.eval_interval >= 0, "eval-iters and eval-interval must not be negative");
   if (!o.mock_data) {
     check(!o.data_path.empty(), "no --data-path given (or use --mock-data)");
-    check(fs::exists(o.data_path), "data path {} does not exist", o.data_path);
-    const std::string f = train_file(o);
-    check(fs::exists(f), "training token file {} does not exist", f);
-    const data::TokenFile t(f);  // validates header and size
-    check(t.size() >= int64_t{o.model.seq_length} + 1, "token file {} holds {} tokens, fewer than seq-length + 1 = {}",
-          f, t.size(), o.model.seq_length + 1);
+    const data::DataPaths paths = data::resolve_data_path(o.data_path);
+    const data::TokenDataset t(paths.train);  // validates headers and sizes
+    check(t.size() >= int64_t{o.model.seq_length} + 1, "token data {} holds {} tokens, fewer than seq-length + 1 = {}",
+          paths.train, t.size(), o.model.seq_length + 1);
     t.validate_vocab(o.model.vocab_size);
-    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
-      const data::TokenFile val(v);
+    if (!paths.val.empty() && o.eval_iters > 0) {
+      const data::TokenDataset val(paths.val);
       check(val.size() >= int64_t{o.model.seq_length} * o.parallel.global_batch_size + 1,
-            "validation file {} holds {} tokens, fewer than one global batch", v, val.size());
+            "validation data {} holds {} tokens, fewer than one global batch", paths.val, val.size());
       val.validate_vocab(o.model.vocab_size);
     }
   }
