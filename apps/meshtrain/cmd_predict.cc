@@ -1,6 +1,6 @@
 // meshtrain predict: what one configuration costs on a described system,
 // without running it (perf/predict.h). Flags are Megatron-LM's; the output
-// is a table, or with --json the contract of DESIGN.md.
+// is a table, or with --json the contract of docs/ARCHITECTURE.md.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_flags.h"
+#include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/predict.h"
 
@@ -20,7 +22,8 @@ namespace {
 struct PredictArgs {
   std::string model, system;
   int num_gpus = 0;
-  std::optional<int> num_layers, hidden_size, heads, kv_heads, ffn, seq_length, max_positions, vocab_size;
+  std::optional<int> num_layers, hidden_size, heads, ffn, seq_length, max_positions, vocab_size;
+  ArchFlags arch;
   int micro_batch_size = 1;
   std::optional<int> global_batch_size;
   int tp = 1, pp = 1;
@@ -48,11 +51,11 @@ int run_predict(const PredictArgs& a) {
   if (a.num_layers) m.num_layers = *a.num_layers;
   if (a.hidden_size) m.hidden_size = *a.hidden_size;
   if (a.heads) m.num_attention_heads = *a.heads;
-  if (a.kv_heads) m.num_kv_heads = *a.kv_heads;
   if (a.ffn) m.ffn_hidden_size = *a.ffn;
   if (a.seq_length) m.seq_length = *a.seq_length;
   if (a.max_positions) m.max_position_embeddings = *a.max_positions;
   if (a.vocab_size) m.vocab_size = *a.vocab_size;
+  apply_arch_flags(a.arch, m);
   m.validate();
   const perf::SystemSpec sys = perf::load_system_spec(a.system);
 
@@ -89,6 +92,7 @@ int run_predict(const PredictArgs& a) {
     j["model"] = m;
     j["system"] = sys.name;
     j["num_gpus"] = a.num_gpus;
+    j["meshtrain_commit"] = build_commit();
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -131,11 +135,11 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--num-layers", a->num_layers);
   c->add_option("--hidden-size", a->hidden_size);
   c->add_option("--num-attention-heads", a->heads);
-  c->add_option("--num-query-groups", a->kv_heads, "Key/value heads (grouped-query attention)");
   c->add_option("--ffn-hidden-size", a->ffn);
   c->add_option("--seq-length", a->seq_length);
   c->add_option("--max-position-embeddings", a->max_positions);
   c->add_option("--vocab-size", a->vocab_size, "Default: the model file's, else 50257 (GPT-2 BPE)");
+  add_arch_flags(c, a->arch, "Architecture (overrides --model)");
   c->add_option("--micro-batch-size", a->micro_batch_size);
   c->add_option("--global-batch-size", a->global_batch_size, "Default: micro-batch-size x data-parallel size");
   c->add_option("--tensor-model-parallel-size", a->tp);
@@ -154,7 +158,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
-  c->add_flag("--json", a->json, "One JSON object (DESIGN.md contract)");
+  c->add_flag("--json", a->json, "One JSON object (contract: docs/ARCHITECTURE.md)");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_predict(*a); }; });
 }

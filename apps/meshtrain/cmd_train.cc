@@ -8,11 +8,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
 #include "commands.h"
 #include "json_file.h"
+#include "model_flags.h"
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/process_mesh.h"
 #include "meshtrain/core/error.h"
@@ -25,6 +27,7 @@ namespace {
 struct TrainFlags {
   std::string model = "tiny";
   std::optional<int> num_layers, hidden_size, heads, ffn, seq, positions, vocab;
+  ArchFlags arch;
   int tp = 1, pp = 1, zero = 0, mbs = 1, recompute_layers = 1;
   std::optional<int> gbs, layers_per_virtual_stage;
   std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
@@ -79,6 +82,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
   set(f.seq, o.model.seq_length);
   set(f.positions, o.model.max_position_embeddings);
   set(f.vocab, o.model.vocab_size);
+  apply_arch_flags(f.arch, o.model);
   ParallelConfig& p = o.parallel;
   p.tp = f.tp;
   p.pp = f.pp;
@@ -145,7 +149,7 @@ int run_train(const TrainFlags& f) {
 }  // namespace
 
 void add_train_command(CLI::App& app, Runner& run) {
-  auto* cmd = app.add_subcommand("train", "Train a GPT model (launch with mpirun -np N or srun for N ranks)");
+  auto* cmd = app.add_subcommand("train", "Train a GPT or Llama model (launch with mpirun -np N or srun for N ranks)");
   auto f = std::make_shared<TrainFlags>();
   TrainOptions& o = f->o;
   cmd->add_option("--model", f->model, "Model preset (configs/models/NAME.json) or a JSON file")
@@ -158,6 +162,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--seq-length", f->seq, "Sequence length")->group(g);
   cmd->add_option("--max-position-embeddings", f->positions, "Position table size")->group(g);
   cmd->add_option("--vocab-size", f->vocab, "Vocabulary size (padded to a multiple of 128)")->group(g);
+  add_arch_flags(cmd, f->arch, g);
   g = "Parallelism";
   cmd->add_option("--tensor-model-parallel-size", f->tp, "TP ranks")->capture_default_str()->group(g);
   cmd->add_option("--pipeline-model-parallel-size", f->pp, "PP stages")->capture_default_str()->group(g);
@@ -202,6 +207,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--eval-iters", o.eval_iters, "Validation batches per evaluation")->capture_default_str()->group(g);
   cmd->add_option("--log-interval", o.log_interval, "Print every N iterations")->capture_default_str()->group(g);
   cmd->add_flag("--quiet", o.quiet, "No per-iteration output")->group(g);
+  const std::map<std::string, LiveOutput> progress{
+      {"auto", LiveOutput::automatic}, {"on", LiveOutput::on}, {"off", LiveOutput::off}};
+  cmd->add_option("--progress", o.progress,
+                  "Progress bar and ETA: auto (only on a terminal, never under a launcher), on, off")
+      ->transform(CLI::CheckedTransformer(progress))->default_str("auto")->group(g);
   g = "Measurement";
   cmd->add_option("--report", o.report_path, "Write the run report (JSON) here")->group(g);
   cmd->add_option("--trace", o.trace_path, "Write a Chrome trace (Perfetto) here")->group(g);

@@ -59,7 +59,7 @@ int run_validate(const ValidateArgs& a) {
 void add_validate_command(CLI::App& app, Runner& run) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* c = app.add_subcommand("validate", "Compare predictions with published runs (CSV)");
-  c->add_option("runs", a->file, "CSV with the columns of validation/public-runs.csv")->required();
+  c->add_option("runs", a->file, "CSV with the columns of tests/data/public-runs.csv")->required();
   c->add_flag("--json", a->json, "{rows: [{id, filled, prediction, reported, error}], median_abs_error, ...}");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_validate(*a); }; });

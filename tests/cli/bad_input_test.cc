@@ -79,6 +79,18 @@ TEST(BadInput, ZeroOrNegativeSizes) {
   expect_one_line_error(run(kTrain + "--mock-data --micro-batch-size 0"), "micro-batch-size must be positive");
   expect_one_line_error(run(kTrain + "--mock-data --vocab-size -1"), "vocab-size must be positive");
 }
+TEST(BadInput, LlamaFlags) {
+  expect_one_line_error(run(kTrain + "--mock-data --group-query-attention"), "needs --num-query-groups");
+  expect_one_line_error(run(kTrain + "--mock-data --group-query-attention --num-query-groups 3"),
+                        "not divisible by num-kv-heads");
+  expect_one_line_error(run(kTrain + "--mock-data --normalization BatchNorm"), "normalization must be");
+  expect_one_line_error(run(kTrain + "--mock-data --position-embedding-type alibi"), "position-embedding-type");
+  expect_one_line_error(run(kTrain + "--mock-data --rotary-base 500000"), "--rotary-base needs rotary");
+  expect_one_line_error(run(kTrain + "--mock-data --position-embedding-type rope --rotary-base 0"),
+                        "rotary-base must be positive");
+  expect_one_line_error(run(kTrain + "--mock-data --position-embedding-type rope --hidden-size 20 --num-attention-heads 4"),
+                        "even head dimension");
+}
 TEST(BadInput, MissingDataFile) {
   expect_one_line_error(run(kTrain + "--data-path /nonexistent/tokens.bin"), "does not exist");
 }

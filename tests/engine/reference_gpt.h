@@ -1,4 +1,4 @@
-// A plain double-precision GPT forward pass, written independently of the
+// A plain double-precision GPT / Llama forward pass, written independently of the
 // engine's kernels: the reference that gradient checks difference against.
 // Weights are read by parameter name in the serial layout's shapes.
 #pragma once
@@ -15,22 +15,35 @@ namespace meshtrain::testing {
 
 using Weights = std::map<std::string, std::vector<double>>;
 
-// Mean cross-entropy over B x S tokens (padding logits masked out).
+// Mean cross-entropy over B x S tokens (padding logits masked out). Follows
+// the model's choices: LayerNorm or RMSNorm, GELU or SwiGLU (gate "fc", up
+// "fc.up"), learned or rotary (rotate-half) or no positions, grouped-query
+// attention (qkv rows per group: its queries, k, v), biases where the
+// weights have them, tied or untied ("head.output") output.
 inline double reference_loss(const ModelConfig& m, const Weights& W, const std::vector<int>& tokens,
                              const std::vector<int>& targets, int B) {
   const int S = m.seq_length, h = m.hidden_size, H = m.num_attention_heads, hd = h / H, f = m.ffn();
+  const int G = m.kv_heads(), R = H / G, q = (H + 2 * G) * hd;
   const int Vp = static_cast<int>(m.padded_vocab()), V = m.vocab_size;
   auto w = [&](const std::string& n) -> const std::vector<double>& { return W.at(n); };
-  auto layernorm = [&](const std::vector<double>& x, const std::vector<double>& g, const std::vector<double>& b) {
+  auto opt = [&](const std::string& n) -> const std::vector<double>* {
+    auto it = W.find(n);
+    return it == W.end() ? nullptr : &it->second;
+  };
+  auto norm = [&](const std::vector<double>& x, const std::string& prefix) {
+    const std::vector<double>& g = w(prefix + "weight");
+    const std::vector<double>* b = opt(prefix + "bias");
     std::vector<double> y(x.size());
     for (size_t r = 0; r < x.size() / h; ++r) {
       double mu = 0, var = 0;
-      for (int c = 0; c < h; ++c) mu += x[r * h + c];
-      mu /= h;
+      if (!m.rmsnorm) {
+        for (int c = 0; c < h; ++c) mu += x[r * h + c];
+        mu /= h;
+      }
       for (int c = 0; c < h; ++c) var += (x[r * h + c] - mu) * (x[r * h + c] - mu);
       var /= h;
       const double rs = 1.0 / std::sqrt(var + 1e-5);
-      for (int c = 0; c < h; ++c) y[r * h + c] = (x[r * h + c] - mu) * rs * g[c] + b[c];
+      for (int c = 0; c < h; ++c) y[r * h + c] = (x[r * h + c] - mu) * rs * g[c] + (b ? (*b)[c] : 0.0);
     }
     return y;
   };
@@ -47,16 +60,31 @@ inline double reference_loss(const ModelConfig& m, const Weights& W, const std::
       }
     return y;
   };
+  // Rotary embedding of one head vector at position t (rotate-half form).
+  auto rotate = [&](double* v, int t) {
+    for (int i = 0; i < hd / 2; ++i) {
+      const double th = t * std::pow(m.rotary_base, -2.0 * i / hd), a = v[i], b = v[i + hd / 2];
+      v[i] = a * std::cos(th) - b * std::sin(th);
+      v[i + hd / 2] = b * std::cos(th) + a * std::sin(th);
+    }
+  };
   double total = 0;
   for (int bi = 0; bi < B; ++bi) {
     std::vector<double> x(size_t(S) * h);
     for (int t = 0; t < S; ++t)
       for (int c = 0; c < h; ++c)
-        x[t * h + c] = w("embedding.word")[size_t(tokens[bi * S + t]) * h + c] + w("embedding.position")[t * h + c];
+        x[t * h + c] = w("embedding.word")[size_t(tokens[bi * S + t]) * h + c] +
+                       (m.learned_positions ? w("embedding.position")[t * h + c] : 0.0);
     for (int l = 0; l < m.num_layers; ++l) {
       const std::string n = "layers." + std::to_string(l) + ".";
-      const auto a = layernorm(x, w(n + "ln1.weight"), w(n + "ln1.bias"));
-      const auto qkv = linear(a, h, w(n + "qkv.weight"), &w(n + "qkv.bias"), 3 * h);  // [S, H, 3, hd]
+      const auto a = norm(x, n + "ln1.");
+      auto qkv = linear(a, h, w(n + "qkv.weight"), opt(n + "qkv.bias"), q);  // [S, G, R + 2, hd]
+      auto qof = [&](int hh) { return (hh / R) * (R + 2) * hd + (hh % R) * hd; };
+      auto kof = [&](int hh) { return (hh / R) * (R + 2) * hd + R * hd; };
+      if (m.rotary)
+        for (int t = 0; t < S; ++t)
+          for (int g = 0; g < G; ++g)
+            for (int v = 0; v <= R; ++v) rotate(&qkv[size_t(t) * q + (g * (R + 2) + v) * hd], t);
       std::vector<double> att(size_t(S) * h, 0.0);
       for (int hh = 0; hh < H; ++hh)
         for (int t = 0; t < S; ++t) {
@@ -64,25 +92,30 @@ inline double reference_loss(const ModelConfig& m, const Weights& W, const std::
           double mx = -1e300;
           for (int u = 0; u <= t; ++u) {
             double s = 0;
-            for (int d = 0; d < hd; ++d) s += qkv[t * 3 * h + hh * 3 * hd + d] * qkv[u * 3 * h + hh * 3 * hd + hd + d];
+            for (int d = 0; d < hd; ++d) s += qkv[t * q + qof(hh) + d] * qkv[u * q + kof(hh) + d];
             p[u] = s / std::sqrt(double(hd));
             mx = std::max(mx, p[u]);
           }
           double z = 0;
           for (auto& v : p) z += (v = std::exp(v - mx));
           for (int u = 0; u <= t; ++u)
-            for (int d = 0; d < hd; ++d) att[t * h + hh * hd + d] += p[u] / z * qkv[u * 3 * h + hh * 3 * hd + 2 * hd + d];
+            for (int d = 0; d < hd; ++d) att[t * h + hh * hd + d] += p[u] / z * qkv[u * q + kof(hh) + hd + d];
         }
-      const auto pr = linear(att, h, w(n + "proj.weight"), &w(n + "proj.bias"), h);
+      const auto pr = linear(att, h, w(n + "proj.weight"), opt(n + "proj.bias"), h);
       for (size_t i = 0; i < x.size(); ++i) x[i] += pr[i];
-      const auto a2 = layernorm(x, w(n + "ln2.weight"), w(n + "ln2.bias"));
-      auto u = linear(a2, h, w(n + "fc.weight"), &w(n + "fc.bias"), f);
-      for (auto& v : u) v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-      const auto o = linear(u, f, w(n + "fc2.weight"), &w(n + "fc2.bias"), h);
+      const auto a2 = norm(x, n + "ln2.");
+      auto u = linear(a2, h, w(n + "fc.weight"), opt(n + "fc.bias"), f);
+      if (m.gated_mlp) {
+        const auto up = linear(a2, h, w(n + "fc.up.weight"), opt(n + "fc.up.bias"), f);
+        for (size_t i = 0; i < u.size(); ++i) u[i] = u[i] / (1 + std::exp(-u[i])) * up[i];
+      } else {
+        for (auto& v : u) v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      }
+      const auto o = linear(u, f, w(n + "fc2.weight"), opt(n + "fc2.bias"), h);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     }
-    const auto y = layernorm(x, w("head.lnf.weight"), w("head.lnf.bias"));
-    const auto logits = linear(y, h, w("embedding.word"), nullptr, Vp);
+    const auto y = norm(x, "head.lnf.");
+    const auto logits = linear(y, h, w(m.tied_embeddings ? "embedding.word" : "head.output"), nullptr, Vp);
     for (int t = 0; t < S; ++t) {
       double mx = -1e300, z = 0;
       for (int v = 0; v < V; ++v) mx = std::max(mx, logits[size_t(t) * Vp + v]);

@@ -186,5 +186,99 @@ TEST(Attention, DeterministicAcrossCallsAndThreadCounts) {
   }
 }
 
+// Grouped-query attention: qkv [B, T, G, R + 2, hd] expanded to the
+// multi-head layout [B, T, H, 3, hd] (each query head with its group's k, v),
+// the form the double references take.
+struct GqaDims {
+  int B, T, H, G, hd;
+  Dims mha() const { return Dims{B, T, H, hd}; }
+  int R() const { return H / G; }
+  size_t qkv_size() const { return size_t(B) * T * G * (R() + 2) * hd; }
+};
+size_t gqa_index(const GqaDims& d, int b, int t, int g, int v, int e) {
+  return (((size_t(b) * d.T + t) * d.G + g) * (d.R() + 2) + v) * d.hd + e;
+}
+vecd expand_gqa(const vecd& x, const GqaDims& d) {
+  const Dims m = d.mha();
+  vecd y(size_t(d.B) * d.T * d.H * 3 * d.hd);
+  for (int b = 0; b < d.B; ++b)
+    for (int t = 0; t < d.T; ++t)
+      for (int h = 0; h < d.H; ++h)
+        for (int e = 0; e < d.hd; ++e) {
+          const int g = h / d.R(), r = h % d.R();
+          y[qkv_index(m, b, t, h, 0, e)] = x[gqa_index(d, b, t, g, r, e)];
+          y[qkv_index(m, b, t, h, 1, e)] = x[gqa_index(d, b, t, g, d.R(), e)];
+          y[qkv_index(m, b, t, h, 2, e)] = x[gqa_index(d, b, t, g, d.R() + 1, e)];
+        }
+  return y;
+}
+// The gradient of the expanded tensor folded back: k and v gradients of a
+// group summed over its query heads.
+vecd fold_gqa(const vecd& dy, const GqaDims& d) {
+  const Dims m = d.mha();
+  vecd dx(d.qkv_size(), 0.0);
+  for (int b = 0; b < d.B; ++b)
+    for (int t = 0; t < d.T; ++t)
+      for (int h = 0; h < d.H; ++h)
+        for (int e = 0; e < d.hd; ++e) {
+          const int g = h / d.R(), r = h % d.R();
+          dx[gqa_index(d, b, t, g, r, e)] += dy[qkv_index(m, b, t, h, 0, e)];
+          dx[gqa_index(d, b, t, g, d.R(), e)] += dy[qkv_index(m, b, t, h, 1, e)];
+          dx[gqa_index(d, b, t, g, d.R() + 1, e)] += dy[qkv_index(m, b, t, h, 2, e)];
+        }
+  return dx;
+}
+
+// GQA forward and backward against the multi-head double references on the
+// expanded tensor (every element; forward rtol 1e-5, backward 1e-4), and
+// finite differences of the GQA loss (sample of 300, rtol 1e-3). Shapes
+// cover multi-query (G = 1), R = 2 and 4, and several tiles (T = 130).
+TEST(Attention, GroupedQueryMatchesExpandedMultiHead) {
+  for (const GqaDims d : {GqaDims{2, 5, 4, 2, 8}, GqaDims{1, 70, 4, 1, 16}, GqaDims{1, 130, 8, 2, 16}}) {
+    const vecf qkv = randn(d.qkv_size(), 11), g = randn(size_t(d.B) * d.T * d.H * d.hd, 12);
+    vecf out(g.size()), lse(size_t(d.B) * d.H * d.T), dqkv(qkv.size(), 3.0f);
+    attention_forward(out.data(), lse.data(), qkv.data(), d.B, d.T, d.H, d.hd, d.G);
+    attention_backward(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), d.B, d.T, d.H, d.hd, d.G);
+    const std::string n = fmt::format("{} G{}", name(d.mha()), d.G);
+    const vecd xe = expand_gqa(to_double(qkv), d);
+    const RefAttn r = ref_forward(xe, d.mha());
+    EXPECT_TRUE(close(out, r.out, 1e-5)) << n;
+    EXPECT_TRUE(close(lse, r.lse, 1e-5)) << n;
+    EXPECT_TRUE(close(dqkv, fold_gqa(ref_backward(xe, to_double(g), d.mha()), d), 1e-4)) << n;
+    vecd x = to_double(qkv);
+    const vecd gd = to_double(g);
+    auto loss = [&] { return dot(ref_forward(expand_gqa(x, d), d.mha()).out, gd); };
+    const GradSample s = grad_check(loss, x, dqkv, 300);
+    EXPECT_TRUE(close(s.kernel, s.numeric, 1e-3)) << n;
+  }
+}
+
+// G == H is the multi-head kernel, bit for bit; bf16 GQA against fp32 on the
+// same inputs (rtol 2e-2).
+TEST(Attention, GroupedQueryDegeneratesAndBf16) {
+  const Dims d{2, 70, 4, 16};
+  const vecf qkv = make_qkv(d, 13), g = randn(size_t(d.B) * d.T * d.H * d.hd, 14);
+  vecf o1(g.size()), o2(g.size()), l1(size_t(d.B) * d.H * d.T), l2(l1.size()), d1(qkv.size()), d2(qkv.size());
+  attention_forward(o1.data(), l1.data(), qkv.data(), d.B, d.T, d.H, d.hd);
+  attention_forward(o2.data(), l2.data(), qkv.data(), d.B, d.T, d.H, d.hd, d.H);
+  attention_backward(d1.data(), g.data(), qkv.data(), o1.data(), l1.data(), d.B, d.T, d.H, d.hd);
+  attention_backward(d2.data(), g.data(), qkv.data(), o2.data(), l2.data(), d.B, d.T, d.H, d.hd, d.H);
+  EXPECT_TRUE(bitwise_equal(o1, o2));
+  EXPECT_TRUE(bitwise_equal(d1, d2));
+  const GqaDims q{1, 70, 4, 2, 16};
+  const vecf x = round_bf16(randn(q.qkv_size(), 15)), gq = round_bf16(randn(size_t(q.T) * q.H * q.hd, 16));
+  vecf out(gq.size()), lse(size_t(q.H) * q.T), dx(x.size());
+  std::vector<bf16> out16(out.size()), dx16(x.size());
+  vecf lse16(lse.size());
+  const auto x16 = to_bf16(x), g16 = to_bf16(gq);
+  attention_forward(out16.data(), lse16.data(), x16.data(), q.B, q.T, q.H, q.hd, q.G);
+  attention_forward(out.data(), lse.data(), x.data(), q.B, q.T, q.H, q.hd, q.G);
+  EXPECT_TRUE(close(from_bf16(out16), out, 2e-2));
+  const vecf out_r = from_bf16(out16);
+  attention_backward(dx.data(), gq.data(), x.data(), out_r.data(), lse16.data(), q.B, q.T, q.H, q.hd, q.G);
+  attention_backward(dx16.data(), g16.data(), x16.data(), out16.data(), lse16.data(), q.B, q.T, q.H, q.hd, q.G);
+  EXPECT_TRUE(close(from_bf16(dx16), dx, 2e-2));
+}
+
 }  // namespace
 }  // namespace meshtrain::kernels

@@ -95,9 +95,11 @@ const std::vector<Knob>& knobs() {
       {"sp", {"0", "1"}},
       {"ga", {"1", "many"}},  // gradient accumulation: one micro-batch, or several
       {"mb", {"1", "2"}},
-      // tiny as configs/models has it (tied embeddings, learned positions), or
-      // tests/parallel/models/tiny-{untied,nopos}.json
-      {"model", {"tied", "untied", "nopos"}},
+      // tiny as configs/models has it (tied embeddings, learned positions),
+      // tests/parallel/models/tiny-{untied,nopos}.json, or configs/models'
+      // tiny-llama (RMSNorm, SwiGLU, rotary, grouped-query attention, untied,
+      // no biases)
+      {"model", {"tied", "untied", "nopos", "llama"}},
   };
   return k;
 }
@@ -152,6 +154,7 @@ struct Config {
 // The --model argument of a model knob value.
 std::string model_arg(const std::string& model) {
   if (model == "tied") return "tiny";
+  if (model == "llama") return "tiny-llama";
   return std::string(MESHTRAIN_SOURCE_DIR) + "/tests/parallel/models/tiny-" + model + ".json";
 }
 const mt::ModelConfig& model_config(const std::string& model) {
@@ -766,7 +769,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: parity_driver generate\n"
                "       parity_driver check-coverage FILE\n"
-               "       parity_driver reference --meshtrain BIN --dir DIR --model tied|untied|nopos --gbs G\n"
+               "       parity_driver reference --meshtrain BIN --dir DIR --model tied|untied|nopos|llama --gbs G\n"
                "       parity_driver parity --meshtrain BIN --dir DIR --config LINE -- LAUNCHER...\n"
                "       parity_driver memory --dir DIR --config LINE\n"
                "       parity_driver expect-error --timeout S --regex RE -- COMMAND...\n");

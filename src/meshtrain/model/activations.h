@@ -22,8 +22,24 @@ namespace meshtrain {
 // kTensorAlignment-byte boundary (TensorMap in block.h lays them out).
 constexpr int64_t kTensorAlignment = 64;
 
+// Every tensor a stash or working set can hold, by identity: the engine binds
+// them by index (TensorMap), never by a name looked up at run time.
+enum class Act : uint8_t {
+  input, ln1_mean, ln1_rstd, ln1_out, qkv, attn_out, attn_lse, mid, ln2_mean, ln2_rstd, ln2_out,
+  fc_out,   // pre-activation MLP input [N, ffn/tp] ([N, 2 ffn/tp] gate|up with SwiGLU)
+  act_out,  // GELU or SwiGLU output [N, ffn/tp]
+  d_ln_out, d_wide, d_attn_out,
+  d_act_out,  // gradient of the SwiGLU output [N, ffn/tp] (SwiGLU only)
+  row_out, gathered, discard,
+  logits, row_stats, lnf_out, lnf_stats, d_lnf_out,
+  tokens, targets, d_input,
+  count
+};
+// "ln1.out", "d.wide": for messages and tables.
+const char* act_name(Act a);
+
 struct TensorSpec {
-  std::string name;
+  Act id = Act::input;
   int64_t numel = 0;
   int elem_bytes = 4;
   int64_t bytes() const { return numel * elem_bytes; }
@@ -39,7 +55,8 @@ int64_t allocated_bytes(const std::vector<TensorSpec>& v);
 
 // Stashed by one transformer block for one micro-batch, by recompute mode:
 //   none:      input, ln1 stats, ln1.out, qkv, attn.out, attn.lse, mid,
-//              ln2 stats, ln2.out, fc.out (pre-GELU), gelu.out
+//              ln2 stats, ln2.out, fc.out (pre-activation), act.out
+//              (RMSNorm stashes rstd only, no mean)
 //   selective: as none without attn.out and attn.lse (the attention core is
 //              recomputed from qkv in backward)
 //   full:      input only (the block is recomputed in backward)
@@ -54,7 +71,9 @@ std::vector<TensorSpec> block_stash(const ModelConfig& m, const ParallelConfig& 
 // block and micro-batch (not per micro-batch in flight):
 //   recompute:  full: one block's full stash but its input; selective:
 //               attn.out and attn.lse (rebuilt in forward and backward)
-//   gradients:  d.ln.out [N,h], d.wide [N, max(3h,ffn)/tp], d.attn.out [N,h/tp]
+//   gradients:  d.ln.out [N,h], d.wide [N, max(qkv, fc)/tp] (qkv = (heads +
+//               2 kv heads) x head_dim, fc = ffn, 2 ffn with SwiGLU),
+//               d.attn.out [N,h/tp], d.act.out [N, ffn/tp] (SwiGLU only)
 //   sequence parallel: row.out [N,h] (pre-reduce-scatter output, and the
 //               gathered LayerNorm output a column-parallel matmul reads),
 //               gathered [N,h] (all-gathered gradient)

@@ -1,26 +1,35 @@
-// One pre-LayerNorm GPT transformer block, tensor- and sequence-parallel:
+// One pre-norm transformer block, GPT-2 or Llama style, tensor- and
+// sequence-parallel:
 //
-//   mid = input + proj(attention(ln1(input)))      proj: row-parallel
-//   out = mid + fc2(gelu(fc(ln2(mid))))             fc: column, fc2: row-parallel
+//   mid = input + proj(attention(rope(qkv(norm1(input)))))   proj: row-parallel
+//   out = mid + fc2(act(fc(norm2(mid))))                     fc: column, fc2: row-parallel
 //
-// qkv and fc are column-parallel (this rank's heads / FFN columns), proj and
-// fc2 row-parallel. Shapes on one rank, N = B*S tokens, Ns = N/tp with
-// sequence parallelism else N, hl = h/tp, fl = ffn/tp, Hl = heads/tp:
+// norm is LayerNorm or RMSNorm; rope (rotary positions of q and k, in place
+// on qkv) is applied only with rotary positions; act is GELU, or SwiGLU on
+// fc's [gate | up] output (gate and up rows both column-parallel, as
+// Megatron's linear_fc1). Attention has heads_local query heads in
+// groups_local key/value groups (grouped-query attention; whole groups per
+// TP rank). Biases are absent (nullptr) with --disable-bias-linear.
+//
+// Shapes on one rank, N = B*S tokens, Ns = N/tp with sequence parallelism
+// else N, hl = heads*hd/tp, fl = ffn/tp, Hl = heads/tp, Gl = groups/tp,
+// ql = (Hl + 2 Gl) hd, fcl = fl (GELU) or 2 fl (SwiGLU):
 //   input, mid, out        [Ns, h]
 //   ln1.out, ln2.out       [Ns, h]   (stashed as this rank's sequence shard;
 //                                     with SP all-gathered to [N, h] into the
 //                                     scratch's `full` before each use by a
 //                                     column-parallel matmul: once forward,
 //                                     once more in the backward, as Megatron)
-//   qkv                    [N, Hl, 3, hd]
+//   ln*.mean, ln*.rstd     [Ns]      (RMSNorm: rstd only)
+//   qkv                    [N, Gl, Hl/Gl + 2, hd]  (rotated q and k with rope)
 //   attn.out               [N, hl];  attn.lse [B, Hl, S]
-//   fc.out, gelu.out       [N, fl]
+//   fc.out [N, fcl], act.out [N, fl]
 // Parameter gradients accumulate (+=); the activation gradient flows in place
 // through `dx`: d(out) on entry, d(input) on return.
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -33,9 +42,14 @@ namespace meshtrain {
 struct BlockDims {
   int B = 0, S = 0, h = 0, heads_local = 0, hd = 0, ffn_local = 0, tp = 1;
   bool sp = false;
+  int groups_local = 0;  // key/value heads on this rank
+  bool rmsnorm = false, swiglu = false, rope = false;
+  float rotary_base = 10000.0f;
   int64_t N() const { return int64_t{B} * S; }
   int64_t Ns() const { return sp ? N() / tp : N(); }
   int hl() const { return heads_local * hd; }
+  int qkv_local() const { return (heads_local + 2 * groups_local) * hd; }
+  int fc_local() const { return swiglu ? 2 * ffn_local : ffn_local; }
 };
 BlockDims block_dims(const ModelConfig& m, const ParallelConfig& p);
 
@@ -46,7 +60,8 @@ struct BlockWeights {
 struct BlockGrads {
   float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fc2_w, *fc2_b;
 };
-// Views of a block unit's parameters (base = the unit's first element).
+// Views of a block unit's parameters (base = the unit's first element);
+// nullptr for a parameter the model does not have (Unit::find_param).
 template <class T>
 BlockWeights<T> block_weights(const Unit& u, const T* base);
 BlockGrads block_grads(const Unit& u, float* base);
@@ -59,27 +74,37 @@ struct BlockActs {
   float* attn_lse = nullptr;
   T* mid = nullptr;
   float *ln2_mean = nullptr, *ln2_rstd = nullptr;
-  T *ln2_out = nullptr, *fc_out = nullptr, *gelu_out = nullptr;
+  T *ln2_out = nullptr, *fc_out = nullptr, *act_out = nullptr;
 };
 
-// Named pointers into one allocation laid out from a TensorSpec list, each
-// tensor at a kTensorAlignment boundary: the allocation takes
+// Pointers, indexed by Act, into one allocation laid out from a TensorSpec
+// list, each tensor at a kTensorAlignment boundary: the allocation takes
 // allocated_bytes(specs).
 class TensorMap {
  public:
   TensorMap() = default;
   TensorMap(const std::vector<TensorSpec>& specs, void* base);
-  template <class P> P* get(const std::string& name) const {
-    auto it = ptrs_.find(name);
-    return it == ptrs_.end() ? nullptr : static_cast<P*>(it->second);
+  // The tensor; throws std::logic_error if the list had none.
+  template <class P> P* get(Act id) const {
+    void* p = find(id);
+    if (p == nullptr) missing(id);
+    return static_cast<P*>(p);
   }
+  // nullptr if the list had no such tensor.
+  void* find(Act id) const { return ptrs_[static_cast<size_t>(id)]; }
 
  private:
-  std::map<std::string, void*> ptrs_;
+  [[noreturn]] static void missing(Act id);
+  std::array<void*, static_cast<size_t>(Act::count)> ptrs_{};
 };
-// Points the fields of `a` named in `m` at their tensors (others unchanged).
+// Points the fields of `a` whose tensors `m` holds at them (others unchanged).
 template <class T>
 void bind_acts(BlockActs<T>& a, const TensorMap& m);
+// Throws std::logic_error naming the first tensor of `specs` (a block's
+// stash, as block_stash lists it without recompute) that `a` has no pointer
+// for.
+template <class T>
+void require_bound(const BlockActs<T>& a, const std::vector<TensorSpec>& specs);
 
 // Gradient and sequence-parallel scratch of one block, shared by all blocks.
 template <class T>
@@ -89,8 +114,9 @@ struct BlockScratch {
                            // matmul reads (never both at once)
   T* gathered = nullptr;   // [N, h] all-gathered output gradient (SP)
   T* d_ln_out = nullptr;   // [N, h]
-  T* d_wide = nullptr;     // [N, max(3hl, fl)]
+  T* d_wide = nullptr;     // [N, max(ql, fcl)]
   T* d_attn = nullptr;     // [N, hl]
+  T* d_act = nullptr;      // [N, fl] gradient of the SwiGLU output (SwiGLU only)
 };
 
 // Runs the block; stores into `a` what backward needs, writes out [Ns, h].

@@ -1,6 +1,9 @@
 #include "meshtrain/model/layout.h"
 
 #include <cmath>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
 
@@ -18,12 +21,39 @@ const Unit* Layout::find_unit(const std::string& name) const {
   return nullptr;
 }
 
-const ParamSpec& Unit::param(const std::string& suffix) const {
-  for (const auto& p : params)
-    if (p.name.size() >= suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return p;
-  throw std::logic_error("no parameter '" + suffix + "' in unit");
+const char* block_param_name(BlockParam b) {
+  static constexpr const char* kNames[] = {"ln1.weight", "ln1.bias",     "qkv.weight", "qkv.bias",   "proj.weight",
+                                           "proj.bias",  "ln2.weight",   "ln2.bias",   "fc.weight",  "fc.up.weight",
+                                           "fc.bias",    "fc.up.bias",   "fc2.weight", "fc2.bias"};
+  static_assert(std::size(kNames) == static_cast<size_t>(BlockParam::count));
+  return kNames[static_cast<size_t>(b)];
 }
+
+const ParamSpec* Unit::find_param(BlockParam b) const {
+  const int i = slots[static_cast<size_t>(b)];
+  return kind == UnitKind::block && i >= 0 ? &params[static_cast<size_t>(i)] : nullptr;
+}
+
+const ParamSpec& Unit::param(BlockParam b) const {
+  if (const ParamSpec* s = find_param(b)) return *s;
+  throw std::logic_error(fmt::format("internal error: unit {} has no parameter {}", name, block_param_name(b)));
+}
+
+const Unit& Layout::at(int index, const char* what) const {
+  if (index < 0) throw std::logic_error(fmt::format("internal error: this rank holds no {}", what));
+  return units_[static_cast<size_t>(index)];
+}
+
+const Unit& Layout::block(int chunk, int i) const {
+  if (chunk < 0 || chunk >= vpp_ || i < 0 || i >= layers_per_chunk_)
+    throw std::logic_error(fmt::format("internal error: no block {} in chunk {} (vpp {}, {} blocks per chunk)", i,
+                                       chunk, vpp_, layers_per_chunk_));
+  return units_[static_cast<size_t>(blocks_[static_cast<size_t>(chunk * layers_per_chunk_ + i)])];
+}
+
+const Unit& Layout::word_embedding() const { return at(word_, "word embedding"); }
+const Unit& Layout::final_norm() const { return at(final_norm_, "final norm"); }
+const Unit& Layout::output_weight() const { return at(output_, "output weight"); }
 
 namespace {
 
@@ -70,6 +100,9 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
   L.layers_per_chunk_ = m.num_layers / (p.pp * p.vpp);
   L.tied_embeddings_ = m.tied_embeddings;
   const int64_t h = m.hidden_size, f = m.ffn(), v = m.padded_vocab();
+  // qkv rows: per key/value group its query heads, its key and its value,
+  // hd rows each (Megatron's layout), so a TP slice is whole groups.
+  const int64_t qkv = (int64_t{m.num_attention_heads} + 2 * m.kv_heads()) * m.head_dim();
   const float std = 0.02f;
   // GPT-2 / Megatron: output projections scaled by 1/sqrt(2 * layers).
   const float out_std = 0.02f / std::sqrt(2.0f * m.num_layers);
@@ -84,12 +117,22 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
   };
 
   for (int c = 0; c < p.vpp; ++c) {
-    auto unit = [&](std::string name, UnitKind kind, int layer) { return Unit{std::move(name), kind, layer, c, {}, 0, 0, 0}; };
+    auto unit = [&](std::string name, UnitKind kind, int layer) {
+      Unit u;
+      u.name = std::move(name);
+      u.kind = kind;
+      u.layer = layer;
+      u.chunk = c;
+      u.slots.fill(-1);
+      return u;
+    };
     if (L.has_embedding(c)) {
+      L.word_ = static_cast<int>(L.units_.size());
       Unit u = unit("embedding.word", UnitKind::embedding, -1);
       UnitBuilder{u, p.tp, tp_rank}.add("embedding.word", v, h, 0, InitKind::normal, std, true);
       finish(std::move(u));
       if (m.learned_positions) {
+        L.position_ = static_cast<int>(L.units_.size());
         Unit q = unit("embedding.position", UnitKind::embedding, -1);
         UnitBuilder{q, p.tp, tp_rank}.add_sequence_replicated("embedding.position", m.max_positions(), h,
                                                               InitKind::normal, std, true);
@@ -97,37 +140,65 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
       }
     }
     for (int l = L.first_layer(c); l < L.first_layer(c) + L.layers_per_chunk_; ++l) {
-      const std::string n = "layers." + std::to_string(l) + ".";
-      Unit u = unit(n.substr(0, n.size() - 1), UnitKind::block, l);
+      const std::string n = "layers." + std::to_string(l);
+      Unit u = unit(n, UnitKind::block, l);
       UnitBuilder b{u, p.tp, tp_rank};
-      b.add_sequence_replicated(n + "ln1.weight", h, 1, InitKind::ones, 0, false);
-      b.add_sequence_replicated(n + "ln1.bias", h, 1, InitKind::zeros, 0, false);
-      b.add(n + "qkv.weight", 3 * h, h, 0, InitKind::normal, std, true);
-      b.add(n + "qkv.bias", 3 * h, 1, 0, InitKind::zeros, 0, false);
-      b.add(n + "proj.weight", h, h, 1, InitKind::normal, out_std, true);
-      b.add(n + "proj.bias", h, 1, -1, InitKind::zeros, 0, false);
-      b.add_sequence_replicated(n + "ln2.weight", h, 1, InitKind::ones, 0, false);
-      b.add_sequence_replicated(n + "ln2.bias", h, 1, InitKind::zeros, 0, false);
-      b.add(n + "fc.weight", f, h, 0, InitKind::normal, std, true);
-      b.add(n + "fc.bias", f, 1, 0, InitKind::zeros, 0, false);
-      b.add(n + "fc2.weight", h, f, 1, InitKind::normal, out_std, true);
-      b.add(n + "fc2.bias", h, 1, -1, InitKind::zeros, 0, false);
+      auto add = [&](BlockParam which, int64_t rows, int64_t cols, int split, InitKind init, float sd, bool decay) {
+        u.slots[static_cast<size_t>(which)] = static_cast<int8_t>(u.params.size());
+        b.add(n + "." + block_param_name(which), rows, cols, split, init, sd, decay);
+      };
+      // Norm weights and biases: replicated, fed by sequence shards.
+      auto norm = [&](BlockParam which, InitKind init) {
+        u.slots[static_cast<size_t>(which)] = static_cast<int8_t>(u.params.size());
+        b.add_sequence_replicated(n + "." + block_param_name(which), h, 1, init, 0, false);
+      };
+      // Llama blocks: RMSNorm has no bias, --disable-bias-linear drops the
+      // matmul biases, SwiGLU adds the up projection after the gate (fc).
+      const bool bias = m.bias_linear, ln_bias = !m.rmsnorm;
+      norm(BlockParam::ln1_weight, InitKind::ones);
+      if (ln_bias) norm(BlockParam::ln1_bias, InitKind::zeros);
+      add(BlockParam::qkv_weight, qkv, h, 0, InitKind::normal, std, true);
+      if (bias) add(BlockParam::qkv_bias, qkv, 1, 0, InitKind::zeros, 0, false);
+      add(BlockParam::proj_weight, h, h, 1, InitKind::normal, out_std, true);
+      if (bias) add(BlockParam::proj_bias, h, 1, -1, InitKind::zeros, 0, false);
+      norm(BlockParam::ln2_weight, InitKind::ones);
+      if (ln_bias) norm(BlockParam::ln2_bias, InitKind::zeros);
+      add(BlockParam::fc_weight, f, h, 0, InitKind::normal, std, true);
+      if (m.gated_mlp) add(BlockParam::fc_up_weight, f, h, 0, InitKind::normal, std, true);
+      if (bias) add(BlockParam::fc_bias, f, 1, 0, InitKind::zeros, 0, false);
+      if (bias && m.gated_mlp) add(BlockParam::fc_up_bias, f, 1, 0, InitKind::zeros, 0, false);
+      add(BlockParam::fc2_weight, h, f, 1, InitKind::normal, out_std, true);
+      if (bias) add(BlockParam::fc2_bias, h, 1, -1, InitKind::zeros, 0, false);
+      // The engine multiplies with [gate | up] of this rank as one matrix.
+      if (m.gated_mlp) {
+        MT_ASSERT(u.param(BlockParam::fc_up_weight).offset ==
+                  u.param(BlockParam::fc_weight).offset + u.param(BlockParam::fc_weight).numel());
+        if (bias)
+          MT_ASSERT(u.param(BlockParam::fc_up_bias).offset ==
+                    u.param(BlockParam::fc_bias).offset + u.param(BlockParam::fc_bias).numel());
+      }
+      L.blocks_.push_back(static_cast<int>(L.units_.size()));
       finish(std::move(u));
     }
     if (L.has_head(c)) {
+      L.final_norm_ = static_cast<int>(L.units_.size());
       Unit u = unit("head.lnf", UnitKind::head, -1);
       UnitBuilder b{u, p.tp, tp_rank};
       b.add_sequence_replicated("head.lnf.weight", h, 1, InitKind::ones, 0, false);
-      b.add_sequence_replicated("head.lnf.bias", h, 1, InitKind::zeros, 0, false);
+      if (!m.rmsnorm) b.add_sequence_replicated("head.lnf.bias", h, 1, InitKind::zeros, 0, false);
       finish(std::move(u));
       if (!m.tied_embeddings) {
+        L.output_ = static_cast<int>(L.units_.size());
         Unit o = unit("head.output", UnitKind::head, -1);
         UnitBuilder{o, p.tp, tp_rank}.add("head.output", v, h, 0, InitKind::normal, std, true);
         finish(std::move(o));
       } else if (p.pp > 1) {  // the last stage's copy of the tied word embedding
+        L.output_ = static_cast<int>(L.units_.size());
         Unit w = unit("head.word", UnitKind::head, -1);
         UnitBuilder{w, p.tp, tp_rank}.add("head.word", v, h, 0, InitKind::normal, std, true, "embedding.word");
         finish(std::move(w));
+      } else {  // one stage, tied: the head multiplies with the word embedding
+        L.output_ = L.word_;
       }
     }
   }

@@ -16,14 +16,18 @@
 // Tensor-parallel splits (Megatron): column-parallel weights (qkv, fc) split
 // their rows (output features), row-parallel weights (proj, fc2) split their
 // columns (input features); the word embedding splits its vocabulary rows.
-// The qkv weight's rows are ordered (head, {q,k,v}, head_dim) so that a
-// contiguous row block is a set of whole heads.
+// The qkv weight's rows are ordered (group, {R queries, k, v}, head_dim),
+// R = heads / kv groups (for multi-head attention (head, {q,k,v}, head_dim)),
+// so that a contiguous row block is a set of whole groups. With SwiGLU the
+// gate (fc) and up (fc.up) weights are two tensors split by rows, stored
+// adjacent, so each rank's slice is one [2 ffn/tp, h] matrix.
 //
 // Every parameter is initialised from a counter-based generator keyed by
 // (seed, tensor stream, global element index), so any split of a tensor
 // holds exactly the values of the serial run.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,6 +61,20 @@ struct ParamSpec {
 
 enum class UnitKind { embedding, block, head };
 
+// The parameters a transformer block may hold, by index into Unit::slots.
+// Which are present depends on the model (no biases with
+// --disable-bias-linear, no norm biases with RMSNorm, the up projection only
+// with SwiGLU, which stores it right after fc.weight / fc.bias so that the
+// gate and up rows of this rank form one [2 ffn/tp, h] matrix, as
+// Megatron's linear_fc1 does).
+enum class BlockParam : uint8_t {
+  ln1_weight, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias, ln2_weight, ln2_bias,
+  fc_weight, fc_up_weight, fc_bias, fc_up_bias, fc2_weight, fc2_bias,
+  count
+};
+// "qkv.weight": the suffix of the parameter's name.
+const char* block_param_name(BlockParam b);
+
 struct Unit {
   std::string name;  // "embedding.word", "layers.3", "head.lnf", "head.word"
   UnitKind kind = UnitKind::block;
@@ -66,8 +84,13 @@ struct Unit {
   int64_t offset = 0;        // element offset of the unit in the flat buffer
   int64_t numel = 0;         // sum of its parameters
   int64_t padded_numel = 0;  // numel rounded up to a multiple of 16 x dp
+  // Blocks: index into params of each BlockParam, -1 where absent.
+  std::array<int8_t, static_cast<size_t>(BlockParam::count)> slots{};
   int64_t shard_numel(int dp) const { return padded_numel / dp; }
-  const ParamSpec& param(const std::string& suffix) const;  // by name suffix ("qkv.weight")
+  // A block's parameter; throws std::logic_error if this block has none.
+  const ParamSpec& param(BlockParam b) const;
+  // nullptr where the model has no such parameter.
+  const ParamSpec* find_param(BlockParam b) const;
 };
 
 // Bytes of parameter-sized state on one rank, by memory category.
@@ -82,7 +105,24 @@ class Layout {
   static Layout build(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int pp_rank);
 
   const std::vector<Unit>& units() const { return units_; }
-  const Unit* find_unit(const std::string& name) const;  // nullptr if absent
+  // Setup and reporting only (a linear search): nullptr if absent.
+  const Unit* find_unit(const std::string& name) const;
+  // Position of u in units() (u must be one of them).
+  size_t index(const Unit& u) const { return static_cast<size_t>(&u - units_.data()); }
+
+  // Indexed accessors for the training path. Each throws std::logic_error
+  // when this rank holds no such unit, so a caller cannot bind nothing.
+  // The i-th block (0-based) of chunk c.
+  const Unit& block(int chunk, int i) const;
+  const Unit& word_embedding() const;  // first virtual stage only
+  const Unit& final_norm() const;      // last virtual stage only
+  // The matrix the head multiplies with: the untied output matrix, the last
+  // stage's copy of the tied word embedding (pp > 1), or the word embedding
+  // itself. Last virtual stage only.
+  const Unit& output_weight() const;
+  // The learned position table; nullptr when the model has none (or this
+  // rank holds no first stage).
+  const Unit* position_embedding() const { return position_ < 0 ? nullptr : &units_[position_]; }
   int64_t numel() const { return numel_; }              // padded flat size
   int64_t shard_numel() const { return numel_ / dp_; }  // this DP rank's share
   int64_t unpadded_numel() const;
@@ -106,7 +146,10 @@ class Layout {
   StateBytes state_bytes(int zero_stage, bool bf16) const;
 
  private:
+  const Unit& at(int index, const char* what) const;
   std::vector<Unit> units_;
+  std::vector<int> blocks_;  // [chunk * layers_per_chunk + i] -> units_ index
+  int word_ = -1, position_ = -1, final_norm_ = -1, output_ = -1;
   int64_t numel_ = 0;
   int dp_ = 1, pp_ = 1, vpp_ = 1, pp_rank_ = 0, layers_per_chunk_ = 0;
   bool tied_embeddings_ = true;

@@ -5,8 +5,8 @@
 
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/kernels/crossentropy.h"
-#include "meshtrain/kernels/layernorm.h"
 #include "meshtrain/kernels/matmul.h"
+#include "meshtrain/model/norm.h"
 
 namespace meshtrain {
 
@@ -18,7 +18,7 @@ double head_forward_backward(T* dx, const HeadGrads& g, const T* x, const T* lnf
   const int h = d.h, V = d.vocab_local;
   const int n_valid = std::clamp(d.vocab_size - d.vocab_start, 0, V);
   T* mine = s.lnf_out + (d.sp ? tp.rank() * Ns * h : 0);
-  kernels::layernorm_forward(mine, s.lnf_mean, s.lnf_rstd, x, lnf_w, lnf_b, static_cast<int>(Ns), h);
+  norm_forward(d.rmsnorm, mine, s.lnf_mean, s.lnf_rstd, x, lnf_w, lnf_b, static_cast<int>(Ns), h);
   gather_sequence(s.lnf_out, N, h, tp);
 
   double loss_sum = 0;
@@ -47,8 +47,8 @@ double head_forward_backward(T* dx, const HeadGrads& g, const T* x, const T* lnf
     tp.comm->reduce_scatter(Communicator::kInPlace, s.d_lnf_out, Ns * h);
   else if (tp.size() > 1)
     tp.comm->all_reduce(s.d_lnf_out, N * h);
-  kernels::layernorm_backward(dx, g.lnf_w, g.lnf_b, s.d_lnf_out, x, lnf_w, s.lnf_mean, s.lnf_rstd, static_cast<int>(Ns), h,
-                              /*accumulate_dinp=*/false);
+  norm_backward(d.rmsnorm, dx, g.lnf_w, g.lnf_b, s.d_lnf_out, x, lnf_w, s.lnf_mean, s.lnf_rstd,
+                static_cast<int>(Ns), h, /*accumulate_dinp=*/false);
   return loss_sum;
 }
 

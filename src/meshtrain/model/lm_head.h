@@ -1,4 +1,4 @@
-// The output head of the last virtual stage: final LayerNorm, logits against
+// The output head of the last virtual stage: final LayerNorm (or RMSNorm), logits against
 // this rank's vocabulary shard of the (tied) word embedding, and the
 // vocabulary-parallel fused softmax cross-entropy. The full logits never
 // exist on one rank, nor all rows at once: `rows` tokens at a time, with the
@@ -21,6 +21,7 @@ struct HeadDims {
   int B = 0, S = 0, h = 0, vocab_local = 0, vocab_start = 0, vocab_size = 0, tp = 1;
   bool sp = false;
   int rows = 1;  // logit rows per pass
+  bool rmsnorm = false;  // final norm: RMSNorm (lnf_b nullptr), else LayerNorm
   int64_t N() const { return int64_t{B} * S; }
   int64_t Ns() const { return sp ? N() / tp : N(); }
 };

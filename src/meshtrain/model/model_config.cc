@@ -1,5 +1,6 @@
 #include "meshtrain/model/model_config.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/hf_config.h"
 
 #ifndef MESHTRAIN_SOURCE_CONFIG_DIR
 #define MESHTRAIN_SOURCE_CONFIG_DIR "."
@@ -16,16 +18,17 @@ namespace meshtrain {
 
 int64_t ModelConfig::block_parameters() const {
   const int64_t h = hidden_size, f = ffn(), kv = static_cast<int64_t>(kv_heads()) * head_dim();
-  const int64_t attn = h * (h + 2 * kv) + (h + 2 * kv) + h * h + h;  // qkv + proj
-  const int64_t mlp = gated_mlp ? 3 * h * f + 2 * f + h : 2 * h * f + f + h;
-  const int64_t norms = 4 * h;
+  const int64_t b = bias_linear ? 1 : 0;
+  const int64_t attn = h * (h + 2 * kv) + b * (h + 2 * kv) + h * h + b * h;  // qkv + proj
+  const int64_t mlp = gated_mlp ? 3 * h * f + b * (2 * f + h) : 2 * h * f + b * (f + h);
+  const int64_t norms = rmsnorm ? 2 * h : 4 * h;
   return attn + mlp + norms;
 }
 
 int64_t ModelConfig::num_parameters() const {
   const int64_t h = hidden_size;
   int64_t n = padded_vocab() * h + (learned_positions ? int64_t{max_positions()} * h : 0);
-  n += num_layers * block_parameters() + 2 * h;  // final norm
+  n += num_layers * block_parameters() + (rmsnorm ? h : 2 * h);  // final norm
   if (!tied_embeddings) n += padded_vocab() * h;
   return n;
 }
@@ -46,6 +49,26 @@ void ModelConfig::validate() const {
         "num-attention-heads {} is not divisible by num-kv-heads {}", num_attention_heads, kv_heads());
   check(seq_length <= max_positions(), "seq-length {} exceeds max-position-embeddings {}", seq_length,
         max_positions());
+  check(!(rotary && learned_positions), "rotary and learned position embeddings exclude each other");
+  check(!rotary || head_dim() % 2 == 0, "rotary position embedding needs an even head dimension (got {})", head_dim());
+  check(!rotary || (rotary_base > 0 && std::isfinite(rotary_base)), "rotary-base must be positive (got {})",
+        rotary_base);
+}
+
+std::string ModelConfig::position_embedding_type() const {
+  return learned_positions ? "learned_absolute" : rotary ? "rope" : "none";
+}
+
+void ModelConfig::set_position_embedding_type(const std::string& type) {
+  check(type == "learned_absolute" || type == "rope" || type == "none",
+        "position-embedding-type must be learned_absolute, rope or none (got '{}')", type);
+  learned_positions = type == "learned_absolute";
+  rotary = type == "rope";
+}
+
+void ModelConfig::set_normalization(const std::string& name) {
+  check(name == "LayerNorm" || name == "RMSNorm", "normalization must be LayerNorm or RMSNorm (got '{}')", name);
+  rmsnorm = name == "RMSNorm";
 }
 
 void to_json(nlohmann::json& j, const ModelConfig& m) {
@@ -62,6 +85,10 @@ void to_json(nlohmann::json& j, const ModelConfig& m) {
                      {"gated_mlp", m.gated_mlp},
                      {"tied_embeddings", m.tied_embeddings},
                      {"learned_positions", m.learned_positions},
+                     {"position_embedding_type", m.position_embedding_type()},
+                     {"rotary_base", m.rotary_base},
+                     {"normalization", m.normalization()},
+                     {"add_bias_linear", m.bias_linear},
                      {"parameters", m.num_parameters()}};
 }
 
@@ -69,7 +96,8 @@ void from_json(const nlohmann::json& j, ModelConfig& m) {
   static const char* known[] = {"name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
                                 "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
                                 "gated_mlp", "tied_embeddings", "learned_positions", "padded_vocab_size",
-                                "parameters", "description"};
+                                "parameters", "description", "position_embedding_type", "rotary_base",
+                                "normalization", "add_bias_linear"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok |= it.key() == k;
@@ -90,11 +118,30 @@ void from_json(const nlohmann::json& j, ModelConfig& m) {
   get("gated_mlp", m.gated_mlp);
   get("tied_embeddings", m.tied_embeddings);
   get("learned_positions", m.learned_positions);
+  if (j.contains("position_embedding_type")) {
+    const std::string type = j.at("position_embedding_type").get<std::string>();
+    m.set_position_embedding_type(type);
+    if (j.contains("learned_positions"))
+      check(j.at("learned_positions").get<bool>() == m.learned_positions,
+            "learned_positions {} contradicts position_embedding_type '{}'", j.at("learned_positions").dump(), type);
+  }
+  get("rotary_base", m.rotary_base);
+  if (j.contains("normalization")) m.set_normalization(j.at("normalization").get<std::string>());
+  get("add_bias_linear", m.bias_linear);
 }
 
 std::string config_root() {
   if (const char* e = std::getenv("MESHTRAIN_CONFIG_DIR")) return e;
-  return MESHTRAIN_SOURCE_CONFIG_DIR;
+  // An installed binary (PREFIX/bin/meshtrain) reads PREFIX/share/meshtrain/configs,
+  // wherever it is run from; a binary in its build tree reads the source tree.
+  static const std::string installed = [] {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return std::string();
+    const std::filesystem::path dir = exe.parent_path().parent_path() / "share" / "meshtrain" / "configs";
+    return std::filesystem::is_directory(dir, ec) ? dir.string() : std::string();
+  }();
+  return installed.empty() ? MESHTRAIN_SOURCE_CONFIG_DIR : installed;
 }
 
 ModelConfig load_model_config(const std::string& name_or_path) {
@@ -113,8 +160,15 @@ ModelConfig load_model_config(const std::string& name_or_path) {
   }
   ModelConfig m;
   try {
+    if (is_hf_config(j)) {
+      // A transformers checkout: name it after its folder (".../Llama-2-7b-hf/config.json").
+      const fs::path dir = fs::absolute(p).parent_path();
+      return model_from_hf_config(j, dir.has_filename() ? dir.filename().string() : p.stem().string());
+    }
     m = j.get<ModelConfig>();
   } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("model file {}: {}", p.string(), e.what()));
+  } catch (const Error& e) {
     throw Error(fmt::format("model file {}: {}", p.string(), e.what()));
   }
   return m;

@@ -1,7 +1,9 @@
-// ModelConfig: the shape of a GPT-style decoder. The engine trains the GPT-2
-// subset (multi-head attention, GELU MLP, learned positions, tied embedding);
-// the performance model costs every field (grouped-query attention, gated
-// MLP, untied embeddings) since published runs use them.
+// ModelConfig: the shape of a GPT-style decoder, GPT-2 (LayerNorm, GELU MLP,
+// learned positions, tied embedding, biases) or Llama (RMSNorm, SwiGLU MLP,
+// rotary positions, grouped-query attention, untied embedding, no biases)
+// or any mix; the engine trains and the performance model costs every field.
+// The JSON names follow Megatron-LM's flags where one exists
+// ("normalization": "RMSNorm", "position_embedding_type": "rope").
 #pragma once
 
 #include <cstdint>
@@ -23,8 +25,12 @@ struct ModelConfig {
   int vocab_size = 0;
   bool gated_mlp = false;           // SwiGLU: three FFN matrices instead of two
   bool tied_embeddings = true;
-  bool learned_positions = true;    // false: no position table (the engine adds no
-                                    // position signal; the cost model's view of rotary)
+  bool learned_positions = true;    // false: no position table
+  bool rotary = false;              // rotary position embedding of q and k (needs
+                                    // learned_positions false and an even head_dim)
+  double rotary_base = 10000;       // --rotary-base
+  bool rmsnorm = false;             // --normalization RMSNorm (weights only), else LayerNorm
+  bool bias_linear = true;          // false: --disable-bias-linear (no qkv/proj/fc/fc2 biases)
 
   int head_dim() const { return hidden_size / num_attention_heads; }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_attention_heads; }
@@ -39,6 +45,16 @@ struct ModelConfig {
   // Parameters of one transformer block.
   int64_t block_parameters() const;
 
+  // "learned_absolute", "rope" or "none" (Megatron's --position-embedding-type).
+  std::string position_embedding_type() const;
+  // Sets learned_positions and rotary from such a name; throws Error on
+  // another.
+  void set_position_embedding_type(const std::string& type);
+  // "LayerNorm" or "RMSNorm" (Megatron's --normalization); the setter throws
+  // Error on another name.
+  std::string normalization() const { return rmsnorm ? "RMSNorm" : "LayerNorm"; }
+  void set_normalization(const std::string& name);
+
   // Throws Error naming the first violated constraint: positive sizes, hidden
   // divisible by heads, heads divisible by kv heads, seq <= positions.
   void validate() const;
@@ -47,10 +63,13 @@ struct ModelConfig {
 void to_json(nlohmann::json& j, const ModelConfig& m);
 void from_json(const nlohmann::json& j, ModelConfig& m);
 
-// Loads a preset by name ("tiny", "22b") from configs/models, or a JSON path.
+// Loads a preset by name ("tiny", "22b") from configs/models, or a JSON path:
+// this project's fields, or a Hugging Face config.json (hf_config.h).
 ModelConfig load_model_config(const std::string& name_or_path);
 
-// The folder holding configs/ (the source tree, or MESHTRAIN_CONFIG_DIR).
+// The folder holding the model and system presets: MESHTRAIN_CONFIG_DIR when
+// set, else PREFIX/share/meshtrain/configs beside an installed binary, else the
+// source tree's configs/.
 std::string config_root();
 
 }  // namespace meshtrain

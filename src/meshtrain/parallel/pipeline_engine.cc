@@ -32,21 +32,24 @@ PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p,
   ed_ = EmbeddingDims{p.micro_batch_size, m.seq_length, m.hidden_size, vl, mesh.coord().tp * vl, p.tp, tp_.sequence_parallel};
   hd_ = HeadDims{p.micro_batch_size, m.seq_length,        m.hidden_size,        vl, mesh.coord().tp * vl,
                  m.vocab_size,       p.tp,                tp_.sequence_parallel,
-                 static_cast<int>(head_logits_rows(m, p))};
+                 static_cast<int>(head_logits_rows(m, p)), m.rmsnorm};
   bool has_head = false;
   for (int c = 0; c < p.vpp; ++c) has_head |= layout_.has_head(c);
   const auto ws = rank_working_set(m, p, has_head);
   work_ = Buffer(MemCategory::activations, allocated_bytes(ws));
   work_map_ = TensorMap(ws, work_.data());
-  scratch_ = BlockScratch<T>{work_map_.get<T>("row.out"), work_map_.get<T>("gathered"),
-                             work_map_.get<T>("d.ln.out"), work_map_.get<T>("d.wide"),
-                             work_map_.get<T>("d.attn.out")};
-  discard_ = work_map_.get<T>("discard");
+  block_tensors_ = block_stash(m, p, false);
+  // row.out and gathered exist with sequence parallelism only.
+  scratch_ = BlockScratch<T>{static_cast<T*>(work_map_.find(Act::row_out)), static_cast<T*>(work_map_.find(Act::gathered)),
+                             work_map_.get<T>(Act::d_ln_out), work_map_.get<T>(Act::d_wide),
+                             work_map_.get<T>(Act::d_attn_out), static_cast<T*>(work_map_.find(Act::d_act_out))};
+  MT_ASSERT(!bd_.swiglu || scratch_.d_act != nullptr);
+  discard_ = work_map_.get<T>(Act::discard);
   if (has_head) {
-    float* stats = work_map_.get<float>("lnf.stats");
-    head_scratch_ = HeadScratch<T>{work_map_.get<T>("logits"), work_map_.get<float>("row.stats"),
-                                   work_map_.get<T>("lnf.out"), stats, stats + bd_.Ns(),
-                                   work_map_.get<T>("d.lnf.out")};
+    float* stats = work_map_.get<float>(Act::lnf_stats);
+    head_scratch_ = HeadScratch<T>{work_map_.get<T>(Act::logits), work_map_.get<float>(Act::row_stats),
+                                   work_map_.get<T>(Act::lnf_out), stats, stats + bd_.Ns(),
+                                   work_map_.get<T>(Act::d_lnf_out)};
   }
 }
 
@@ -73,6 +76,7 @@ typename PipelineEngine<T>::ChunkStash& PipelineEngine<T>::stash(int mb, int c) 
     BlockActs<T> a;
     bind_acts(a, work_map_);  // recomputed pieces live in the working set
     bind_acts(a, TensorMap(specs[i], base));
+    require_bound(a, block_tensors_);
     slot->acts.push_back(a);
     base += allocated_bytes(specs[i]);
   }
@@ -109,13 +113,6 @@ void PipelineEngine<T>::complete_sends(bool all) {
   }
 }
 
-// The unit holding the word embedding the head multiplies with.
-static const Unit& head_word_unit(const Layout& l) {
-  if (const Unit* u = l.find_unit("head.word")) return *u;
-  if (const Unit* u = l.find_unit("head.output")) return *u;
-  return *l.find_unit("embedding.word");
-}
-
 template <class T>
 void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool train, StepStats& st) {
   const double t0 = now_s();
@@ -124,8 +121,8 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
   const int L = layout_.layers_per_chunk();
   ShardedState<T>& S = *state_;
   if (layout_.has_embedding(c)) {
-    const Unit& wu = *layout_.find_unit("embedding.word");
-    const Unit* pu = layout_.find_unit("embedding.position");
+    const Unit& wu = layout_.word_embedding();
+    const Unit* pu = layout_.position_embedding();
     S.gather(wu);
     if (pu) S.gather(*pu);
     embedding_forward(cs.acts[0].input, scratch_.row_out, batch.tokens + mb * N, S.weights(wu),
@@ -136,30 +133,31 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
   const bool head = layout_.has_head(c);
   if (!head) cs.out = Buffer(MemCategory::comm_buffers, Ns * h * sizeof(T), /*zero=*/false);
   for (int i = 0; i < L; ++i) {
-    const Unit& u = *layout_.find_unit("layers." + std::to_string(layout_.first_layer(c) + i));
+    const Unit& u = layout_.block(c, i);
     T* out = i + 1 < L ? cs.acts[i + 1].input : head ? discard_ : cs.out.template as<T>();
     S.gather(u);
     block_forward(block_weights(u, S.weights(u)), cs.acts[i], out, scratch_, bd_, tp_);
     S.release(u);
   }
   if (head) {
-    const Unit& lu = *layout_.find_unit("head.lnf");
-    const Unit& wu = head_word_unit(layout_);
+    const Unit& lu = layout_.final_norm();
+    const Unit& wu = layout_.output_weight();
     S.gather(lu);
     S.gather(wu);
     HeadGrads g;
     if (train) {
       S.begin_backward(lu);
       S.begin_backward(wu);
-      g = HeadGrads{S.grads(lu), S.grads(lu) + m_.hidden_size, S.grads(wu)};
+      // The final norm's weight, then its bias (LayerNorm only).
+      g = HeadGrads{S.grads(lu), m_.rmsnorm ? nullptr : S.grads(lu) + m_.hidden_size, S.grads(wu)};
     }
     const T* lw = S.weights(lu);
     const double loss = head_forward_backward(train ? cs.head_dinput : nullptr, g, discard_, lw,
-                                              lw + m_.hidden_size, S.weights(wu), batch.targets + mb * N, dloss_,
-                                              head_scratch_, hd_, tp_);
+                                              m_.rmsnorm ? nullptr : lw + m_.hidden_size, S.weights(wu),
+                                              batch.targets + mb * N, dloss_, head_scratch_, hd_, tp_);
     if (train) {
-      S.end_backward(lu, ++backward_count_[&lu - layout_.units().data()] == expected_[&lu - layout_.units().data()]);
-      S.end_backward(wu, ++backward_count_[&wu - layout_.units().data()] == expected_[&wu - layout_.units().data()]);
+      S.end_backward(lu, ++backward_count_[layout_.index(lu)] == expected_[layout_.index(lu)]);
+      S.end_backward(wu, ++backward_count_[layout_.index(wu)] == expected_[layout_.index(wu)]);
     }
     S.release(lu);
     S.release(wu);
@@ -182,11 +180,11 @@ void PipelineEngine<T>::backward(int mb, int c, const StepBatch& batch, StepStat
   const int L = layout_.layers_per_chunk();
   MT_ASSERT(cs.dx != nullptr);
   auto done = [&](const Unit& u) {
-    const size_t i = &u - layout_.units().data();
+    const size_t i = layout_.index(u);
     S.end_backward(u, ++backward_count_[i] == expected_[i]);
   };
   for (int i = L - 1; i >= 0; --i) {
-    const Unit& u = *layout_.find_unit("layers." + std::to_string(layout_.first_layer(c) + i));
+    const Unit& u = layout_.block(c, i);
     S.gather(u);
     S.begin_backward(u);
     const BlockWeights<T> w = block_weights(u, S.weights(u));
@@ -200,8 +198,8 @@ void PipelineEngine<T>::backward(int mb, int c, const StepBatch& batch, StepStat
     S.release(u);
   }
   if (layout_.has_embedding(c)) {
-    const Unit& wu = *layout_.find_unit("embedding.word");
-    const Unit* pu = layout_.find_unit("embedding.position");
+    const Unit& wu = layout_.word_embedding();
+    const Unit* pu = layout_.position_embedding();
     S.begin_backward(wu);
     if (pu) S.begin_backward(*pu);
     embedding_backward(S.grads(wu), pu ? S.grads(*pu) : nullptr, scratch_.gathered, cs.dx,
@@ -227,9 +225,13 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
   // the embedding both add to the one word-embedding unit. A first stage
   // without the head must not wait for a head contribution that never comes
   // (it would never post its data-parallel reduction).
-  if (const Unit* wu = layout_.find_unit("embedding.word");
-      wu && layout_.find_unit("head.lnf") && &head_word_unit(layout_) == wu)
-    expected_[wu - layout_.units().data()] *= 2;
+  bool has_embedding = false, has_head = false;
+  for (int c = 0; c < p_.vpp; ++c) {
+    has_embedding |= layout_.has_embedding(c);
+    has_head |= layout_.has_head(c);
+  }
+  if (has_embedding && has_head && &layout_.output_weight() == &layout_.word_embedding())
+    expected_[layout_.index(layout_.word_embedding())] *= 2;
   Communicator& pp = mesh_.pp_group();
   const int64_t count = bd_.Ns() * bd_.h;
   st.actions.reserve(schedule_.stages[mesh_.coord().pp].size());

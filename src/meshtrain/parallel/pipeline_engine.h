@@ -84,6 +84,7 @@ class PipelineEngine {
   HeadDims hd_;
   Buffer work_;      // working set (activations.h: rank_working_set)
   TensorMap work_map_;
+  std::vector<TensorSpec> block_tensors_;  // a block's stash without recompute: what must be bound
   BlockScratch<T> scratch_;
   HeadScratch<T> head_scratch_;
   T* discard_ = nullptr;  // [Ns, h] outputs nobody reads (recompute, head input)

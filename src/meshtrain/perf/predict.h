@@ -5,7 +5,7 @@
 // The step ends when the slowest stage ends; its time is split into the
 // categories of `time_s`, which add up to `step_time_s`.
 //
-// Serializes to the `meshtrain predict --json` contract (DESIGN.md).
+// Serializes to the `meshtrain predict --json` contract (docs/ARCHITECTURE.md).
 #pragma once
 
 #include <cstdint>

@@ -82,7 +82,9 @@ struct Pricer {
     // 2 LayerNorms (read + write), 2 dropout+residual adds (2 reads, 1 write)
     // on the sequence-parallel region; bias+activation on the FFN width.
     const double ffn_passes = m.gated_mlp ? 3 : 2;
-    return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e);
+    // Rotary positions: q and k read and written once more.
+    const double rope = m.rotary ? memory(2 * n * (h + 2.0 * m.kv_heads() * m.head_dim()) / t * e) : 0;
+    return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e) + rope;
   }
   double block_memory_backward() const { return 2 * block_memory_forward(); }
   // TP collectives of one pass (forward, or backward) through a block.

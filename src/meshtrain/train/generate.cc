@@ -6,11 +6,11 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/memory.h"
 #include "meshtrain/core/rng.h"
-#include "meshtrain/kernels/layernorm.h"
 #include "meshtrain/kernels/matmul.h"
 #include "meshtrain/model/block.h"
 #include "meshtrain/model/embedding_layer.h"
 #include "meshtrain/model/layout.h"
+#include "meshtrain/model/norm.h"
 
 namespace meshtrain {
 
@@ -36,9 +36,10 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
   bind_acts(a, TensorMap(specs, stash.data()));
   Buffer x(MemCategory::activations, int64_t{S} * h * 4), y(MemCategory::activations, int64_t{S} * h * 4);
   Buffer stats(MemCategory::workspace, 2 * S * 4), logits(MemCategory::workspace, int64_t{V} * 4);
-  const Unit& word = *L.find_unit("embedding.word");
-  const Unit* pos = L.find_unit("embedding.position");
-  const Unit& lnf = *L.find_unit("head.lnf");
+  const Unit& word = L.word_embedding();
+  const Unit* pos = L.position_embedding();
+  const Unit& lnf = L.final_norm();
+  const Unit& out_w = L.output_weight();
   std::vector<std::pair<float, int>> cand(m.vocab_size);
 
   for (int step = 0; step < o.new_tokens; ++step) {
@@ -55,9 +56,9 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
     }
     // Logits of the last position only.
     const float* last = a.input + int64_t{T - 1} * h;
-    kernels::layernorm_forward(y.as<float>(), stats.as<float>(), stats.as<float>() + 1, last, W + lnf.offset,
-                               W + lnf.offset + h, 1, h);
-    kernels::matmul_forward<float>(logits.as<float>(), y.as<float>(), W + word.offset, nullptr, 1, h, V);
+    norm_forward(m.rmsnorm, y.as<float>(), stats.as<float>(), stats.as<float>() + 1, last, W + lnf.offset,
+                 m.rmsnorm ? nullptr : W + lnf.offset + h, 1, h);
+    kernels::matmul_forward<float>(logits.as<float>(), y.as<float>(), W + out_w.offset, nullptr, 1, h, V);
     for (int v = 0; v < m.vocab_size; ++v) cand[v] = {logits.as<float>()[v] / std::max(o.temperature, 1e-4f), v};
     const int k = std::clamp(o.top_k, 1, m.vocab_size);
     std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), std::greater<>());

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "meshtrain/core/terminal.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/optim/lr_schedule.h"
@@ -36,6 +37,7 @@ struct TrainOptions {
   double peak_tflops = 0;  // per rank, for MFU/HFU; 0: not reported
   int log_interval = 1;
   bool quiet = false;      // no per-iteration lines
+  LiveOutput progress = LiveOutput::automatic;  // progress bar and ETA (core/terminal.h)
 };
 
 void to_json(nlohmann::json& j, const TrainOptions& o);

@@ -199,7 +199,7 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
   const ParallelConfig& p = o.parallel;
   const ModelConfig& m = o.model;
   const bool rank0 = mesh.rank() == 0;
-  const bool tty = rank0 && !o.quiet && isatty(fileno(stdout));
+  const bool tty = rank0 && !o.quiet && live_output_enabled(o.progress);
   BatchSource data(o);  // opens and validates the data before the big allocations
 
   PipelineEngine<T> engine(m, p, mesh, o.seed);
@@ -403,11 +403,6 @@ TrainResult train_impl(const TrainOptions& o, ProcessMesh& mesh) {
 void check_options(const TrainOptions& o, int world_size) {
   ParallelConfig p = o.parallel;
   validate(o.model, p, world_size);
-  // The engine trains the GPT-2 subset; the performance model costs the rest.
-  check(!o.model.gated_mlp, "the engine trains GELU MLPs only (gated_mlp is for the performance model)");
-  check(o.model.kv_heads() == o.model.num_attention_heads,
-        "the engine trains multi-head attention only (num_kv_heads {} != num-attention-heads {})",
-        o.model.kv_heads(), o.model.num_attention_heads);
   check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
   check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
   check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);

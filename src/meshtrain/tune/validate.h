@@ -1,5 +1,5 @@
 // Validation against published runs: a CSV with the columns of
-// validation/public-runs.csv, read by name (unknown columns ignored).
+// tests/data/public-runs.csv, read by name (unknown columns ignored).
 //
 // Each row gives a model shape, a system, the GPU count, the parallel knobs
 // its authors published and the throughput they reported. Knobs left blank

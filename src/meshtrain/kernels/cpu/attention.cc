@@ -138,13 +138,15 @@ void store_rows(T* dst, size_t stride, const float* src, int hdp, int rows, int 
 }  // namespace
 
 template <class T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, int hd) {
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, int hd, int G) {
   if (B <= 0 || T_ <= 0 || H <= 0 || hd <= 0) return;
+  if (G <= 0) G = H;
+  const int R = H / G;  // query heads per group
   const KernelTimer timer(KernelKind::attention, double(attention_forward_flops(B, T_, H, hd, true)));
   const int hdp = cpu::round_up(hd, kVL);
   const int nqb = cpu::ceil_div(T_, kBlk);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t qkv_stride = static_cast<size_t>(H) * 3 * hd;  // between tokens
+  const size_t qkv_stride = static_cast<size_t>(G) * (R + 2) * hd;  // between tokens
   const size_t out_stride = static_cast<size_t>(H) * hd;
   const int nbh = B * H;
   const int items = nbh * nqb;
@@ -172,10 +174,14 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, i
       const int i0 = qb * kBlk;
       const int rows = T_ - i0 < kBlk ? T_ - i0 : kBlk;
       const int rows_pad = cpu::round_up(rows, kRows);
-      const T* head = qkv + static_cast<size_t>(b) * T_ * qkv_stride + static_cast<size_t>(h) * 3 * hd;
+      // This head's q, and its group's k and v (offsets within a token).
+      const T* group = qkv + static_cast<size_t>(b) * T_ * qkv_stride + static_cast<size_t>(h / R) * (R + 2) * hd;
+      const T* qh = group + static_cast<size_t>(h % R) * hd;
+      const T* kh = group + static_cast<size_t>(R) * hd;
+      const T* vh = kh + hd;
       // Scores are computed transposed, S^T = K Q^T, so the softmax
       // statistics of the 64 queries are vectors and k, v are used as rows.
-      load_transposed(Qt, head + i0 * qkv_stride, qkv_stride, rows, hd);
+      load_transposed(Qt, qh + i0 * qkv_stride, qkv_stride, rows, hd);
       for (int d = 0; d < hd; ++d)
 #pragma omp simd
         for (int r = 0; r < kBlk; ++r) Qt[d * kBlk + r] *= scale;
@@ -188,8 +194,8 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, i
       for (int j0 = 0; j0 < kend; j0 += kBlk) {
         const int cols = kend - j0 < kBlk ? kend - j0 : kBlk;
         const int cols_pad = cpu::round_up(cols, kRows);
-        const RowsView K = rows_view(Ks, hdp, head + j0 * qkv_stride + hd, qkv_stride, cols, hd);
-        const RowsView V = rows_view(Vs, hdp, head + j0 * qkv_stride + 2 * hd, qkv_stride, cols, hd);
+        const RowsView K = rows_view(Ks, hdp, kh + j0 * qkv_stride, qkv_stride, cols, hd);
+        const RowsView V = rows_view(Vs, hdp, vh + j0 * qkv_stride, qkv_stride, cols, hd);
         tile_gemm<false>(St, kBlk, K.p, K.ld, 1, Qt, kBlk, cols_pad, kBlk, hd);
         // Causal mask: key j0 + c is visible to query i0 + r iff c <= r + i0 - j0.
         if (j0 + cols - 1 > i0) {
@@ -256,21 +262,23 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int H, i
 
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int H,
-                        int hd) {
+                        int hd, int G) {
   if (B <= 0 || T_ <= 0 || H <= 0 || hd <= 0) return;
+  if (G <= 0) G = H;
+  const int R = H / G;  // query heads per group, sharing one k and v
   const KernelTimer timer(KernelKind::attention, double(attention_backward_flops(B, T_, H, hd, true)));
   const int hdp = cpu::round_up(hd, kVL);
   const int nb = cpu::ceil_div(T_, kBlk);
   const int Tp = nb * kBlk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t qkv_stride = static_cast<size_t>(H) * 3 * hd;
+  const size_t qkv_stride = static_cast<size_t>(G) * (R + 2) * hd;
   const size_t out_stride = static_cast<size_t>(H) * hd;
-  const int nbh = B * H;
+  const int nbg = B * G;
   const size_t tile = static_cast<size_t>(kBlk) * hdp;
 #pragma omp parallel
   {
-    cpu::Scratch buf = cpu::make_scratch(7 * tile + 2 * static_cast<size_t>(kBlk) * kBlk + Tp +
-                                         static_cast<size_t>(Tp) * hdp);
+    cpu::Scratch buf = cpu::make_scratch(7 * tile + 2 * static_cast<size_t>(kBlk) * kBlk +
+                                         static_cast<size_t>(R) * Tp * (hdp + 1));
     float* Kr = buf.get();   // [kBlk][hdp]  k rows
     float* Kt = Kr + tile;   // [hdp][kBlk]  k^T
     float* Vt = Kt + tile;   // [hdp][kBlk]  v^T
@@ -280,79 +288,93 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     float* dO = Qr + tile;   // [kBlk][hdp]  dout rows
     float* P = dO + tile;    // [kBlk][kBlk] probabilities
     float* dS = P + static_cast<size_t>(kBlk) * kBlk;  // [kBlk][kBlk] dP, then dS (times scale)
-    float* D = dS + static_cast<size_t>(kBlk) * kBlk;  // [Tp] rowsum(dO * O)
-    float* dQ = D + Tp;                                 // [Tp][hdp]
+    float* D = dS + static_cast<size_t>(kBlk) * kBlk;  // [R][Tp] rowsum(dO * O) per head of the group
+    float* dQ = D + static_cast<size_t>(R) * Tp;        // [R][Tp][hdp]
 #pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < nbh; ++bh) {
-      const int b = bh / H, h = bh % H;
-      const size_t head_off = static_cast<size_t>(b) * T_ * qkv_stride + static_cast<size_t>(h) * 3 * hd;
-      const T* head = qkv + head_off;
-      T* dhead = dqkv + head_off;
-      const size_t o_off = static_cast<size_t>(b) * T_ * out_stride + static_cast<size_t>(h) * hd;
-      const T* o_head = out + o_off;
-      const T* do_head = dout + o_off;
-      const float* lse_bh = lse + static_cast<size_t>(bh) * T_;
+    for (int bg = 0; bg < nbg; ++bg) {
+      const int b = bg / G, g = bg % G;
+      const size_t group_off = static_cast<size_t>(b) * T_ * qkv_stride + static_cast<size_t>(g) * (R + 2) * hd;
+      const T* kh = qkv + group_off + static_cast<size_t>(R) * hd;
+      const T* vh = kh + hd;
+      T* dgroup = dqkv + group_off;
+      const size_t o_base = static_cast<size_t>(b) * T_ * out_stride + static_cast<size_t>(g) * R * hd;
       const int hdv = hd / kVL * kVL;
-      for (int t = 0; t < T_; ++t) {
-        const T* o = o_head + t * out_stride;
-        const T* g = do_head + t * out_stride;
-        vec acc = cpu::sum_blocks(hdv, [&](int d) { return vload(o + d) * vload(g + d); });
-        if (hdv < hd) acc += cpu::vload_partial(o + hdv, hd - hdv, 0.0f) * cpu::vload_partial(g + hdv, hd - hdv, 0.0f);
-        D[t] = cpu::hsum(acc);
+      for (int r = 0; r < R; ++r) {
+        const T* o_head = out + o_base + static_cast<size_t>(r) * hd;
+        const T* do_head = dout + o_base + static_cast<size_t>(r) * hd;
+        for (int t = 0; t < T_; ++t) {
+          const T* o = o_head + t * out_stride;
+          const T* gr = do_head + t * out_stride;
+          vec acc = cpu::sum_blocks(hdv, [&](int d) { return vload(o + d) * vload(gr + d); });
+          if (hdv < hd)
+            acc += cpu::vload_partial(o + hdv, hd - hdv, 0.0f) * cpu::vload_partial(gr + hdv, hd - hdv, 0.0f);
+          D[static_cast<size_t>(r) * Tp + t] = cpu::hsum(acc);
+        }
       }
-      std::memset(dQ, 0, sizeof(float) * Tp * hdp);
+      std::memset(dQ, 0, sizeof(float) * R * Tp * hdp);
       for (int kb = 0; kb < nb; ++kb) {
         const int j0 = kb * kBlk;
         const int cols = T_ - j0 < kBlk ? T_ - j0 : kBlk;
         const int cols_pad = cpu::round_up(cols, kRows);
-        const RowsView K = rows_view(Kr, hdp, head + j0 * qkv_stride + hd, qkv_stride, cols, hd);
-        load_transposed(Kt, head + j0 * qkv_stride + hd, qkv_stride, cols, hd);
-        load_transposed(Vt, head + j0 * qkv_stride + 2 * hd, qkv_stride, cols, hd);
+        const RowsView K = rows_view(Kr, hdp, kh + j0 * qkv_stride, qkv_stride, cols, hd);
+        load_transposed(Kt, kh + j0 * qkv_stride, qkv_stride, cols, hd);
+        load_transposed(Vt, vh + j0 * qkv_stride, qkv_stride, cols, hd);
         std::memset(dK, 0, sizeof(float) * cols_pad * hdp);
         std::memset(dV, 0, sizeof(float) * cols_pad * hdp);
-        for (int qb = kb; qb < nb; ++qb) {
-          const int i0 = qb * kBlk;
-          const int rows = T_ - i0 < kBlk ? T_ - i0 : kBlk;
-          const int rows_pad = cpu::round_up(rows, kRows);
-          const RowsView Q = rows_view(Qr, hdp, head + i0 * qkv_stride, qkv_stride, rows, hd);
-          const RowsView G = rows_view(dO, hdp, do_head + i0 * out_stride, out_stride, rows, hd);
-          // P = exp(scale * q k^T - lse), zero where masked or padded.
-          tile_gemm<false>(P, kBlk, Q.p, Q.ld, 1, Kt, kBlk, rows_pad, kBlk, hd);
-          for (int r = 0; r < rows_pad; ++r) {
-            float* p = P + r * kBlk;
-            const int vis = r < rows ? i0 + r - j0 + 1 : 0;
-            const int lim = vis < cols ? vis : cols;
-            const float l = r < rows ? lse_bh[i0 + r] : 0.0f;
+        // The group's query heads in order, so dK and dV sum them
+        // deterministically.
+        for (int r = 0; r < R; ++r) {
+          const T* qh = qkv + group_off + static_cast<size_t>(r) * hd;
+          const T* do_head = dout + o_base + static_cast<size_t>(r) * hd;
+          const float* lse_bh = lse + (static_cast<size_t>(b) * H + static_cast<size_t>(g) * R + r) * T_;
+          const float* Dr = D + static_cast<size_t>(r) * Tp;
+          float* dQr = dQ + static_cast<size_t>(r) * Tp * hdp;
+          for (int qb = kb; qb < nb; ++qb) {
+            const int i0 = qb * kBlk;
+            const int rows = T_ - i0 < kBlk ? T_ - i0 : kBlk;
+            const int rows_pad = cpu::round_up(rows, kRows);
+            const RowsView Q = rows_view(Qr, hdp, qh + i0 * qkv_stride, qkv_stride, rows, hd);
+            const RowsView Gv = rows_view(dO, hdp, do_head + i0 * out_stride, out_stride, rows, hd);
+            // P = exp(scale * q k^T - lse), zero where masked or padded.
+            tile_gemm<false>(P, kBlk, Q.p, Q.ld, 1, Kt, kBlk, rows_pad, kBlk, hd);
+            for (int rr = 0; rr < rows_pad; ++rr) {
+              float* p = P + rr * kBlk;
+              const int vis = rr < rows ? i0 + rr - j0 + 1 : 0;
+              const int lim = vis < cols ? vis : cols;
+              const float l = rr < rows ? lse_bh[i0 + rr] : 0.0f;
 #pragma omp simd
-            for (int c = 0; c < lim; ++c) p[c] = exp_approx(p[c] * scale - l);
-            for (int c = lim; c < kBlk; ++c) p[c] = 0.0f;
-          }
-          // dV += P^T dO
-          tile_gemm<true>(dV, hdp, P, 1, kBlk, G.p, G.ld, cols_pad, hdp, rows);
-          // dP = dO v^T, then dS = P * (dP - D) * scale
-          tile_gemm<false>(dS, kBlk, G.p, G.ld, 1, Vt, kBlk, rows_pad, kBlk, hd);
-          for (int r = 0; r < rows_pad; ++r) {
-            float* ds = dS + r * kBlk;
-            const float* p = P + r * kBlk;
-            const float Di = r < rows ? D[i0 + r] : 0.0f;
+              for (int c = 0; c < lim; ++c) p[c] = exp_approx(p[c] * scale - l);
+              for (int c = lim; c < kBlk; ++c) p[c] = 0.0f;
+            }
+            // dV += P^T dO
+            tile_gemm<true>(dV, hdp, P, 1, kBlk, Gv.p, Gv.ld, cols_pad, hdp, rows);
+            // dP = dO v^T, then dS = P * (dP - D) * scale
+            tile_gemm<false>(dS, kBlk, Gv.p, Gv.ld, 1, Vt, kBlk, rows_pad, kBlk, hd);
+            for (int rr = 0; rr < rows_pad; ++rr) {
+              float* ds = dS + rr * kBlk;
+              const float* p = P + rr * kBlk;
+              const float Di = rr < rows ? Dr[i0 + rr] : 0.0f;
 #pragma omp simd
-            for (int c = 0; c < kBlk; ++c) ds[c] = p[c] * (ds[c] - Di) * scale;
+              for (int c = 0; c < kBlk; ++c) ds[c] = p[c] * (ds[c] - Di) * scale;
+            }
+            // dQ += dS k;  dK += dS^T q
+            tile_gemm<true>(dQr + static_cast<size_t>(i0) * hdp, hdp, dS, kBlk, 1, K.p, K.ld, rows_pad, hdp, cols);
+            tile_gemm<true>(dK, hdp, dS, 1, kBlk, Q.p, Q.ld, cols_pad, hdp, rows);
           }
-          // dQ += dS k;  dK += dS^T q
-          tile_gemm<true>(dQ + static_cast<size_t>(i0) * hdp, hdp, dS, kBlk, 1, K.p, K.ld, rows_pad, hdp, cols);
-          tile_gemm<true>(dK, hdp, dS, 1, kBlk, Q.p, Q.ld, cols_pad, hdp, rows);
         }
-        store_rows(dhead + j0 * qkv_stride + hd, qkv_stride, dK, hdp, cols, hd);
-        store_rows(dhead + j0 * qkv_stride + 2 * hd, qkv_stride, dV, hdp, cols, hd);
+        store_rows(dgroup + static_cast<size_t>(R) * hd + j0 * qkv_stride, qkv_stride, dK, hdp, cols, hd);
+        store_rows(dgroup + static_cast<size_t>(R + 1) * hd + j0 * qkv_stride, qkv_stride, dV, hdp, cols, hd);
       }
-      store_rows(dhead, qkv_stride, dQ, hdp, T_, hd);
+      for (int r = 0; r < R; ++r)
+        store_rows(dgroup + static_cast<size_t>(r) * hd, qkv_stride, dQ + static_cast<size_t>(r) * Tp * hdp, hdp, T_,
+                   hd);
     }
   }
 }
 
 #define MT_INSTANTIATE(T)                                                                                  \
-  template void attention_forward<T>(T*, float*, const T*, int, int, int, int);                           \
-  template void attention_backward<T>(T*, const T*, const T*, const T*, const float*, int, int, int, int);
+  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, int);                      \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, const float*, int, int, int, int, int);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(bf16)
 #undef MT_INSTANTIATE
