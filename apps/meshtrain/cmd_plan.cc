@@ -15,6 +15,8 @@
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/output_file.h"
+#include "meshtrain/report/html_page.h"
+#include "meshtrain/report/plan_html.h"
 #include "meshtrain/tune/launch.h"
 #include "meshtrain/tune/planner.h"
 
@@ -30,7 +32,7 @@ struct PlanArgs {
   size_t top = 5;
   bool fp32 = false, json = false, no_partial_recompute = false;
   bool sp = false, no_sp = false, no_interleaving = false, flash = false, no_flash = false;
-  std::string csv, emit;
+  std::string csv, emit, html;
   perf::PerfOptions options;
 };
 
@@ -91,6 +93,7 @@ int run_plan(const PlanArgs& a) {
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, a.options);
   const double elapsed = watch.elapsed_s();
 
+  if (!a.html.empty()) report::write_html(a.html, report::plan_html(m, sys, a.num_gpus, a.global_batch_size, space, plan));
   if (!a.emit.empty()) {
     check(!plan.ranked.empty(), "--emit: no candidate fits");
     std::cout << tune::emit({a.model, m, plan.ranked[0].config, a.num_gpus, sys.devices_per_node}, a.emit);
@@ -168,6 +171,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top, why_best, planning_seconds, meshtrain_commit}");
   c->add_option("--emit", a->emit, "Print the best layout as: train (a meshtrain train line), slurm-frontier, "
                                    "slurm-dgx (batch scripts) or megatron (Megatron-LM arguments)");
+  c->add_option("--html", a->html, "Write the searched space as an HTML page of charts to this file");
   c->add_option("--csv", a->csv, "Write the whole ranked list as CSV to this file ('-': standard output)");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_plan(*a); }; });

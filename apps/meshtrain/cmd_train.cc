@@ -244,7 +244,9 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--train-iters", o.train_iters, "Optimizer steps")->capture_default_str()->group(g);
   cmd->add_option("--seed", o.seed, "Seed of initialisation and data order")
       ->check(CLI::NonNegativeNumber)->capture_default_str()->group(g);
-  cmd->add_option("--data-path", o.data_path, "Folder with train.bin/val.bin (meshtrain prepare-data) or a token file")
+  cmd->add_option("--data-path", o.data_path,
+                  "Folder with train.bin/val.bin (meshtrain prepare-data), a token file, a glob of llm.c shards or a "
+                  "Megatron .bin/.idx prefix")
       ->group(g);
   cmd->add_flag("--mock-data", o.mock_data, "Deterministic pseudo-random tokens instead of a file")->group(g);
   cmd->add_option("--eval-interval", o.eval_interval, "Evaluate every N iterations (0: at the end only)")
@@ -280,6 +282,9 @@ void add_train_command(CLI::App& app, Runner& run) {
       ->group(g);
   cmd->add_option("--sample-tokens", o.sample_tokens, "After training, generate this many tokens")->group(g);
   cmd->add_option("--sample-prompt", o.sample_prompt, "Text the sample continues")->group(g);
+  cmd->add_option("--tokenizer", o.tokenizer,
+                  "Tokenizer of the sample: 'gpt2', a .model, .tiktoken or encoder.json file (default: the data folder's)")
+      ->group(g);
   cmd->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU/HFU")->group(g);
   cmd->add_flag("--no-memory-check", f->no_memory_check,
                 "Skip the check that the ranks of each node fit in its available memory")->group(g);

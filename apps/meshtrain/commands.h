@@ -19,5 +19,6 @@ void add_validate_command(CLI::App& app, Runner& run);
 void add_bench_command(CLI::App& app, Runner& run);
 void add_sweep_command(CLI::App& app, Runner& run);
 void add_tune_command(CLI::App& app, Runner& run);
+void add_report_command(CLI::App& app, Runner& run);
 
 }  // namespace meshtrain::cli

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_plan_command(app, run);
   meshtrain::cli::add_validate_command(app, run);
   meshtrain::cli::add_tune_command(app, run);
+  meshtrain::cli::add_report_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,14 +1,19 @@
 #include "meshtrain/data/corpus.h"
 
 #include <cmath>
+#include <set>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/data/bpe_tokenizer.h"
+#include "meshtrain/data/text_input.h"
 #include "meshtrain/data/token_file.h"
 #include "meshtrain/data/tokenizer.h"
 #include "temp_dir.h"
@@ -63,25 +68,66 @@ void make_fortunes(const std::filesystem::path& dir) {
   testing::write_text((dir / "off" / "rude").string(), "should be ignored\n%\n");
 }
 
-TEST(ListFortuneFiles, SkipsCompanionsAndSubfolders) {
+TEST(ListInputFiles, SkipsCompanionsAndSubfolders) {
   TempDir dir;
   make_fortunes(dir.path());
-  const std::vector<std::string> files = list_fortune_files(dir.path().string());
-  ASSERT_EQ(files.size(), 3u);
-  EXPECT_EQ(std::filesystem::path(files[0]).filename(), "alpha");
-  EXPECT_EQ(std::filesystem::path(files[2]).filename(), "gamma");
-  EXPECT_THAT([&] { list_fortune_files((dir.path() / "off" / "rude").string()); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("is not a folder")));
+  testing::write_text((dir.path() / "zeta.txt").string(), "text\n");
+  testing::write_text((dir.path() / "eta.jsonl").string(), "{\"text\": \"a\"}\n");
+  const std::vector<InputFile> files = list_input_files({dir.path().string()});
+  ASSERT_EQ(files.size(), 5u);
+  EXPECT_EQ(std::filesystem::path(files[0].path).filename(), "alpha");
+  EXPECT_EQ(files[0].kind, InputKind::fortune);
+  EXPECT_EQ(std::filesystem::path(files[1].path).filename(), "beta");
+  EXPECT_EQ(files[2].kind, InputKind::jsonl);  // eta.jsonl
+  EXPECT_EQ(files[3].kind, InputKind::fortune);
+  EXPECT_EQ(files[4].kind, InputKind::text);
+  EXPECT_EQ(list_input_files({(dir.path() / "off" / "rude").string()}).size(), 1u);  // a file given by name
+  EXPECT_THAT([&] { list_input_files({(dir.path() / "nope").string()}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("does not exist")));
   std::filesystem::create_directory(dir.path() / "hollow");
-  EXPECT_THAT([&] { list_fortune_files((dir.path() / "hollow").string()); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("holds no fortune files")));
+  EXPECT_THAT([&] { list_input_files({(dir.path() / "hollow").string()}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("holds no .txt, .jsonl or fortune files")));
+}
+
+TEST(ReadDocuments, TextJsonlAndFortuneFiles) {
+  TempDir dir;
+  testing::write_text(dir.file("a.txt"), "First paragraph,\ntwo lines.\n\n\n  \nSecond one.\n\nThird, no newline");
+  testing::write_text(dir.file("b.jsonl"),
+                      "{\"text\": \"json one\\nwith a newline\", \"id\": 1}\n\n{\"text\": \"Καλημέρα\"}\n");
+  testing::write_text(dir.file("c"), "fortune\n%\nother\n");
+  std::vector<std::string> docs;
+  read_documents(list_input_files({dir.file("a.txt"), dir.file("b.jsonl"), dir.file("c")}),
+                 [&](std::string_view d) { docs.emplace_back(d); });
+  EXPECT_THAT(docs, ElementsAre("First paragraph,\ntwo lines.\n", "Second one.\n", "Third, no newline",
+                                "json one\nwith a newline", "Καλημέρα", "fortune\n", "other\n"));
+  testing::write_text(dir.file("bad.jsonl"), "{\"text\": \"ok\"}\n{\"title\": \"no text\"}\n");
+  EXPECT_THAT([&] { read_documents(list_input_files({dir.file("bad.jsonl")}), [](std::string_view) {}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("bad.jsonl line 2 has no \"text\" string")));
+  testing::write_text(dir.file("broken.jsonl"), "{\"text\": \n");
+  EXPECT_THAT([&] { read_documents(list_input_files({dir.file("broken.jsonl")}), [](std::string_view) {}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("broken.jsonl line 1 is not JSON")));
+}
+
+TEST(ReadDocuments, LongDocumentsAreCutAtALineEnd) {
+  TempDir dir;
+  const std::string line(1000, 'x');
+  std::string text;
+  for (size_t i = 0; i < (kMaxDocumentBytes / 1001) + 10; ++i) text += line + "\n";
+  testing::write_text(dir.file("long.txt"), text);
+  std::vector<size_t> sizes;
+  read_documents(list_input_files({dir.file("long.txt")}), [&](std::string_view d) { sizes.push_back(d.size()); });
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_GE(sizes[0], kMaxDocumentBytes);
+  EXPECT_LT(sizes[0], kMaxDocumentBytes + 1001);
+  EXPECT_EQ(sizes[0] % 1001, 0u);
+  EXPECT_EQ(sizes[0] + sizes[1], text.size());
 }
 
 TEST(PrepareCorpus, WritesValidConsistentOutputs) {
   TempDir dir;
   make_fortunes(dir.path() / "in");
   PrepareOptions o;
-  o.input_dir = (dir.path() / "in").string();
+  o.inputs = {(dir.path() / "in").string()};
   o.out_dir = (dir.path() / "out").string();
   o.vocab_size = 300;
   o.seed = 5;
@@ -132,7 +178,7 @@ TEST(PrepareCorpus, IdempotentAndDeterministic) {
   TempDir dir;
   make_fortunes(dir.path() / "in");
   PrepareOptions o;
-  o.input_dir = (dir.path() / "in").string();
+  o.inputs = {(dir.path() / "in").string()};
   o.out_dir = (dir.path() / "out").string();
   o.vocab_size = 300;
   const PrepareResult first = prepare_corpus(o);
@@ -167,10 +213,10 @@ TEST(PrepareCorpus, ErrorsNameTheProblem) {
   TempDir dir;
   PrepareOptions o;
   o.out_dir = (dir.path() / "out").string();
-  o.input_dir = (dir.path() / "missing").string();
-  EXPECT_THAT([&] { prepare_corpus(o); }, ::testing::ThrowsMessage<Error>(HasSubstr(o.input_dir)));
+  o.inputs = {(dir.path() / "missing").string()};
+  EXPECT_THAT([&] { prepare_corpus(o); }, ::testing::ThrowsMessage<Error>(HasSubstr(o.inputs[0])));
   make_fortunes(dir.path() / "in");
-  o.input_dir = (dir.path() / "in").string();
+  o.inputs = {(dir.path() / "in").string()};
   o.vocab_size = 70000;
   EXPECT_THAT([&] { prepare_corpus(o); }, ::testing::ThrowsMessage<Error>(HasSubstr("70000")));
   o.vocab_size = 300;
@@ -179,9 +225,85 @@ TEST(PrepareCorpus, ErrorsNameTheProblem) {
   EXPECT_THAT([&] { read_corpus_info(o.out_dir); },
               ::testing::ThrowsMessage<Error>(HasSubstr("corpus.json does not exist")));
   std::filesystem::create_directories(o.out_dir);
-  testing::write_text(o.out_dir + "/corpus.json", "{\"format\": 1}");
+  testing::write_text(o.out_dir + "/corpus.json", "{\"format\": 2}");
   EXPECT_THAT([&] { read_corpus_info(o.out_dir); },
               ::testing::ThrowsMessage<Error>(HasSubstr("is malformed")));
+}
+
+// A .txt and a .jsonl in GPT-2 tokens: each document's tokens are exactly the
+// tokenizer's, followed by end-of-text, in input order; any thread count
+// gives the same bytes.
+TEST(PrepareCorpus, Gpt2TokensOfTextAndJsonl) {
+  TempDir dir;
+  std::string txt, jsonl;
+  std::vector<std::string> docs;
+  for (int i = 0; i < 60; ++i) {
+    docs.push_back(fmt::format("Paragraph {} says: it's {} o'clock, Größe {}.\nSecond line {}.\n", i, i % 12, i * 7, i));
+    txt += docs.back() + "\n";
+  }
+  for (int i = 0; i < 40; ++i) {
+    docs.push_back(fmt::format("JSON document {}: 東京 {} ☃", i, i * i));
+    jsonl += nlohmann::json{{"text", docs.back()}, {"n", i}}.dump() + "\n";
+  }
+  testing::write_text(dir.file("a.txt"), txt);
+  testing::write_text(dir.file("b.jsonl"), jsonl);
+  PrepareOptions o;
+  o.inputs = {dir.file("a.txt"), dir.file("b.jsonl")};
+  o.tokenizer = "gpt2";
+  o.val_fraction = 0.2;
+  o.threads = 1;
+  o.out_dir = dir.file("one");
+  const CorpusInfo c = prepare_corpus(o).info;
+  EXPECT_EQ(c.vocab_size, 50257);
+  EXPECT_EQ(c.eot, 50256);
+  EXPECT_EQ(c.val_documents, 20);
+  EXPECT_EQ(c.train_documents, 80);
+  const auto tok = load_tokenizer(dir.file("one/tokenizer.json"));
+  // Train and val documents, each in input order.
+  const TokenFile train(dir.file("one/train.bin")), val(dir.file("one/val.bin"));
+  std::vector<int32_t> all_train(train.tokens().begin(), train.tokens().end()),
+      all_val(val.tokens().begin(), val.tokens().end());
+  // The validation documents' texts: the val stream cut at end-of-text.
+  std::set<std::string> val_texts;
+  std::vector<int32_t> cur;
+  for (const int32_t t : all_val) {
+    if (t != c.eot) {
+      cur.push_back(t);
+      continue;
+    }
+    val_texts.insert(tok->decode(cur));
+    cur.clear();
+  }
+  EXPECT_EQ(val_texts.size(), 20u);
+  std::vector<int32_t> expect_train, expect_val;
+  for (const std::string& d : docs) {
+    std::vector<int32_t> ids = tok->encode(d);
+    ids.push_back(c.eot);
+    std::vector<int32_t>& e = val_texts.contains(d) ? expect_val : expect_train;
+    e.insert(e.end(), ids.begin(), ids.end());
+  }
+  EXPECT_EQ(expect_train, all_train);
+  EXPECT_EQ(expect_val, all_val);
+  // Four threads: the same files.
+  o.threads = 4;
+  o.out_dir = dir.file("four");
+  prepare_corpus(o);
+  const TokenFile train4(dir.file("four/train.bin"));
+  EXPECT_TRUE(std::equal(train4.tokens().begin(), train4.tokens().end(), train.tokens().begin(), train.tokens().end()));
+}
+
+TEST(PrepareCorpus, BytesTokenizerNeedsNoModel) {
+  TempDir dir;
+  make_fortunes(dir.path() / "in");
+  PrepareOptions o;
+  o.inputs = {(dir.path() / "in").string()};
+  o.tokenizer = "bytes";
+  o.out_dir = dir.file("out");
+  const CorpusInfo c = prepare_corpus(o).info;
+  EXPECT_EQ(c.vocab_size, 257);
+  EXPECT_EQ(c.train_tokens, c.train_bytes + c.train_documents);
+  EXPECT_TRUE(prepare_corpus(o).reused);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/tokenizer.model")));
 }
 
 }  // namespace

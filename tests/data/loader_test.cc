@@ -24,12 +24,12 @@ class LoaderTest : public ::testing::Test {
     std::vector<uint16_t> tokens(static_cast<size_t>(num_tokens));
     for (int64_t t = 0; t < num_tokens; ++t) tokens[t] = static_cast<uint16_t>(t % 60000);
     write_token_file(dir_.file("t.bin"), tokens);
-    file_ = std::make_unique<TokenFile>(dir_.file("t.bin"));
+    file_ = std::make_unique<TokenDataset>(dir_.file("t.bin"));
   }
-  const TokenFile& file() const { return *file_; }
+  const TokenDataset& file() const { return *file_; }
 
   TempDir dir_;
-  std::unique_ptr<TokenFile> file_;
+  std::unique_ptr<TokenDataset> file_;
 };
 
 TEST_F(LoaderTest, SamplesAreShiftedWindows) {
@@ -53,7 +53,7 @@ TEST_F(LoaderTest, TooFewTokens) {
     SequenceSampler(file(), 16, 1);
     FAIL() << "16 tokens accepted for seq_length 16";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr(file().path()));
+    EXPECT_THAT(e.what(), HasSubstr(file().spec()));
     EXPECT_THAT(e.what(), HasSubstr("holds 16 tokens, fewer than one sample of seq_length + 1 = 17"));
   }
   EXPECT_THROW(SequenceSampler(file(), 0, 1), Error);

@@ -1,20 +1,31 @@
-// Preparing a training corpus from fortune files.
+// Preparing a training corpus from the text users have, streamed.
 //
-// prepare_corpus() reads every fortune file of `input_dir` (the regular files
-// whose names have no extension, in name order; subfolders such as off/ and
-// the .dat/.u8 companions are ignored), splits them into documents at lines
-// holding only "%", drops blank and repeated documents, shuffles them with
-// `seed`, puts the first round(val_fraction x count) of them (at least one) in
-// validation and the rest in training, trains a SentencePiece tokenizer on the
-// training documents, encodes each document followed by end-of-text, and
-// writes into `out_dir`:
-//   train.bin, val.bin   token files (token_file.h)
-//   tokenizer.model      the SentencePiece model (sentencepiece_tokenizer.h)
+// prepare_corpus() reads the documents of the inputs (text_input.h: .txt,
+// .jsonl and fortune files, and folders of them), drops repeated documents
+// (by a 64-bit hash of their text; the first kMaxRememberedDocuments distinct
+// documents are remembered, later ones are still checked against them),
+// numbers the n distinct documents in input order, and puts document i in
+// validation when perm(i) < round(val_fraction x n) (at least one, at most
+// n - 1; perm a permutation of [0, n) keyed by `seed`), the rest in training.
+// The tokenizer is SentencePiece trained here (on a seeded sample of at most
+// tokenizer_sample_bytes of the training documents), the byte tokenizer, or
+// a byte-level BPE (tokenizer.h: "gpt2" or a ranks file). Each document is
+// encoded followed by end-of-text, in parallel over batches of documents,
+// and appended in input order to the token files. Written into `out_dir`:
+//   train.bin, val.bin   token files (token_file.h: uint16, or uint32 when the
+//                        vocabulary exceeds 65536)
+//   tokenizer.model      SentencePiece's model, or
+//   tokenizer.json       the BPE tokenizer (a tiktoken npm encoder), or none
+//                        for bytes
 //   corpus.json          the options, a fingerprint of the input and the
 //                        counts (CorpusInfo), written last
-// The result is a pure function of the input files and the options. When
-// corpus.json already describes the same options and input and the other
-// three files are intact, nothing is rebuilt.
+// The input is read twice (three times to sample SentencePiece's training
+// text); memory stays bounded by the batches in flight (a few MiB per
+// thread), the sample, the remembered hashes and the longest input line,
+// whatever the size of the input. The result is a pure function of the input
+// files and the options, whatever the thread count. When corpus.json already
+// describes the same options and input and the outputs are intact, nothing
+// is rebuilt.
 #pragma once
 
 #include <cstdint>
@@ -30,28 +41,35 @@ namespace meshtrain::data {
 inline constexpr const char* kTrainTokensFile = "train.bin";
 inline constexpr const char* kValTokensFile = "val.bin";
 inline constexpr const char* kTokenizerModelFile = "tokenizer.model";
+inline constexpr const char* kBpeTokenizerFile = "tokenizer.json";
 inline constexpr const char* kCorpusInfoFile = "corpus.json";
+inline constexpr int64_t kMaxRememberedDocuments = int64_t{1} << 23;
 
 struct PrepareOptions {
-  std::string out_dir;                                  // created if missing
-  std::string input_dir = "/usr/share/games/fortunes";  // Debian's fortunes
-  int vocab_size = 4096;                                // at most 65536 (uint16 tokens)
-  uint64_t seed = 1234;                                 // document shuffle and tokenizer training
-  double val_fraction = 0.05;                           // in (0, 1)
+  std::string out_dir;                                              // created if missing
+  std::vector<std::string> inputs = {"/usr/share/games/fortunes"};  // Debian's fortunes
+  // "sentencepiece" (trained here), "bytes", "gpt2", or a .tiktoken,
+  // encoder.json or tiktoken encoder .json file.
+  std::string tokenizer = "sentencepiece";
+  int vocab_size = 4096;  // of a trained SentencePiece model; at most 65536
+  uint64_t seed = 1234;   // validation split and tokenizer training
+  double val_fraction = 0.05;  // in (0, 1)
   SentencePieceType tokenizer_type = SentencePieceType::bpe;
+  int64_t tokenizer_sample_bytes = int64_t{64} << 20;  // SentencePiece's training text
+  int threads = 0;                                     // 0: every core
 };
 
 // What corpus.json holds.
 struct CorpusInfo {
   // The options and the input they were applied to.
-  std::string input_dir;  // absolute
+  std::vector<std::string> inputs;  // absolute
   int64_t input_files = 0;
   int64_t input_bytes = 0;
   std::string input_fingerprint;  // 16 hex digits, over file names and contents
   int vocab_size = 0;
   uint64_t seed = 0;
   double val_fraction = 0;
-  std::string tokenizer_type;  // "bpe" or "unigram"
+  std::string tokenizer;  // "sentencepiece-bpe", "sentencepiece-unigram", "bytes", "gpt2" or a file
 
   // The result.
   int32_t eot = 0;
@@ -73,9 +91,9 @@ struct PrepareResult {
 };
 
 // Builds the corpus described above, or finds it up to date. Throws Error
-// naming the problem when an option is out of range, the input folder is
-// missing or holds no fortune files or fewer than two documents, the tokenizer
-// cannot be trained, or an output cannot be written.
+// naming the problem when an option is out of range, an input is missing or
+// malformed, there are fewer than two distinct documents, the tokenizer
+// cannot be made, or an output cannot be written.
 PrepareResult prepare_corpus(const PrepareOptions& options);
 
 // Runs prepare_corpus() and prints one summary line to stdout; returns the
@@ -87,10 +105,6 @@ int run_prepare_data(const PrepareOptions& options);
 // or malformed.
 CorpusInfo read_corpus_info(const std::string& dir);
 
-// The fortune files of `dir` as described above, sorted by name. Throws Error
-// when `dir` is not a folder or holds none.
-std::vector<std::string> list_fortune_files(const std::string& dir);
-
 // The documents of one fortune file's text: the runs of lines between lines
 // that hold only "%", each line with its newline. Blank documents are dropped.
 std::vector<std::string> split_fortune_documents(std::string_view text);
@@ -101,5 +115,7 @@ std::vector<std::string> split_fortune_documents(std::string_view text);
 // Requires every token < vocab_size and a non-empty `val`.
 double unigram_entropy(std::span<const uint16_t> train, std::span<const uint16_t> val,
                        int vocab_size);
+// The same from the token counts of each split (counts[t] for t < vocab size).
+double unigram_entropy(std::span<const int64_t> train_counts, std::span<const int64_t> val_counts);
 
 }  // namespace meshtrain::data

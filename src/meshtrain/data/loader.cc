@@ -21,25 +21,22 @@ void check_micro_batch(int global_batch_size, int first_sequence, int count) {
 
 }  // namespace
 
-SampleSlicer::SampleSlicer(const TokenFile& tokens, int seq_length)
+SampleSlicer::SampleSlicer(const TokenDataset& tokens, int seq_length)
     : tokens_(&tokens), seq_length_(seq_length) {
   check(seq_length >= 1, "sequence length {} is not positive", seq_length);
   check(tokens.size() >= static_cast<int64_t>(seq_length) + 1,
-        "token file {} holds {} tokens, fewer than one sample of seq_length + 1 = {}", tokens.path(),
+        "token data {} holds {} tokens, fewer than one sample of seq_length + 1 = {}", tokens.spec(),
         tokens.size(), static_cast<int64_t>(seq_length) + 1);
   num_samples_ = (tokens.size() - 1) / seq_length;
 }
 
 void SampleSlicer::fill(int64_t k, int32_t* inputs, int32_t* targets) const {
   MT_ASSERT(k >= 0 && k < num_samples_);
-  const uint16_t* src = tokens_->data() + k * seq_length_;
-  for (int t = 0; t < seq_length_; ++t) {
-    inputs[t] = src[t];
-    targets[t] = src[t + 1];
-  }
+  tokens_->read(k * seq_length_, seq_length_, inputs);
+  tokens_->read(k * seq_length_ + 1, seq_length_, targets);
 }
 
-SequenceSampler::SequenceSampler(const TokenFile& tokens, int seq_length, uint64_t seed)
+SequenceSampler::SequenceSampler(const TokenDataset& tokens, int seq_length, uint64_t seed)
     : samples_(tokens, seq_length), seed_(seed) {}
 
 int64_t SequenceSampler::epoch(int64_t iteration, int global_batch_size, int j) const {
@@ -69,12 +66,12 @@ void SequenceSampler::fill_micro_batch(int64_t iteration, int global_batch_size,
   }
 }
 
-EvalSampler::EvalSampler(const TokenFile& tokens, int seq_length, int global_batch_size)
+EvalSampler::EvalSampler(const TokenDataset& tokens, int seq_length, int global_batch_size)
     : samples_(tokens, seq_length), global_batch_size_(global_batch_size) {
   check(global_batch_size > 0, "global batch size {} is not positive", global_batch_size);
   check(samples_.num_samples() >= global_batch_size,
-        "token file {} holds {} sequences of {}+1 tokens, fewer than one evaluation batch of {}",
-        tokens.path(), samples_.num_samples(), seq_length, global_batch_size);
+        "token data {} holds {} sequences of {}+1 tokens, fewer than one evaluation batch of {}",
+        tokens.spec(), samples_.num_samples(), seq_length, global_batch_size);
 }
 
 void EvalSampler::fill_micro_batch(int64_t batch, int first_sequence, int count, int32_t* inputs,

@@ -1,7 +1,7 @@
 // The deterministic data loader: which token sequences each training step and
 // each evaluation step reads.
 //
-// Samples. A token file of N tokens is cut into num_samples = (N - 1) / S
+// Samples. A token dataset (token_dataset.h) of N tokens is cut into num_samples = (N - 1) / S
 // samples of S + 1 tokens at stride S (S = seq_length): sample k is tokens
 // [k*S, k*S + S]; its input is the first S of them, its target the last S
 // (the input shifted by one). Tokens past the last whole sample are unused.
@@ -11,7 +11,7 @@
 // e = g / num_samples and reads sample perm_e(g % num_samples), where perm_e
 // is a pseudo-random permutation of the samples keyed by (seed, e). Every
 // sample is read once per epoch, and the samples of global batch i depend only
-// on (file, seq_length, seed, i, B): never on the data-parallel size or the
+// on (dataset, seq_length, seed, i, B): never on the data-parallel size or the
 // micro-batch size.
 //
 // Splitting a global batch. A data-parallel rank r of D, running M
@@ -24,7 +24,7 @@
 
 #include <cstdint>
 
-#include "meshtrain/data/token_file.h"
+#include "meshtrain/data/token_dataset.h"
 
 namespace meshtrain::data {
 
@@ -35,23 +35,23 @@ inline int micro_batch_first_sequence(int dp_rank, int num_micro_batches, int mi
   return (dp_rank * num_micro_batches + micro) * micro_batch_size;
 }
 
-// The samples of a token file, cut as described above. Holds a reference to
+// The samples of a token dataset, cut as described above. Holds a reference to
 // `tokens`, which must outlive it.
 class SampleSlicer {
  public:
   // Throws Error naming the file when it holds fewer than seq_length + 1
   // tokens, or when seq_length < 1.
-  SampleSlicer(const TokenFile& tokens, int seq_length);
+  SampleSlicer(const TokenDataset& tokens, int seq_length);
 
   int seq_length() const { return seq_length_; }
   int64_t num_samples() const { return num_samples_; }
-  const TokenFile& file() const { return *tokens_; }
+  const TokenDataset& dataset() const { return *tokens_; }
 
   // Writes sample k's input to inputs[0, S) and its target to targets[0, S).
   void fill(int64_t k, int32_t* inputs, int32_t* targets) const;
 
  private:
-  const TokenFile* tokens_;
+  const TokenDataset* tokens_;
   int seq_length_;
   int64_t num_samples_;
 };
@@ -61,7 +61,7 @@ class SampleSlicer {
 class SequenceSampler {
  public:
   // See SampleSlicer for the errors.
-  SequenceSampler(const TokenFile& tokens, int seq_length, uint64_t seed);
+  SequenceSampler(const TokenDataset& tokens, int seq_length, uint64_t seed);
 
   int seq_length() const { return samples_.seq_length(); }
   int64_t num_samples() const { return samples_.num_samples(); }
@@ -96,7 +96,7 @@ class SequenceSampler {
 class EvalSampler {
  public:
   // Throws Error naming the file when it does not hold one whole batch.
-  EvalSampler(const TokenFile& tokens, int seq_length, int global_batch_size);
+  EvalSampler(const TokenDataset& tokens, int seq_length, int global_batch_size);
 
   int seq_length() const { return samples_.seq_length(); }
   int global_batch_size() const { return global_batch_size_; }

@@ -31,8 +31,10 @@ class Tokenizer {
 };
 
 // Makes the tokenizer `spec` names: "bytes" gives a ByteTokenizer, a path
-// ending in ".model" a SentencePieceTokenizer loaded from it. Throws Error for
-// anything else, or when the model cannot be loaded.
+// ending in ".model" a SentencePieceTokenizer loaded from it, "gpt2" GPT-2's
+// BpeTokenizer (bpe_tokenizer.h: gpt2_ranks_path()), a path ending in
+// ".tiktoken" or ".json" a BpeTokenizer loaded from it. Throws Error for
+// anything else, or when the file cannot be loaded.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 
 }  // namespace meshtrain::data

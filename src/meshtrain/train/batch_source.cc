@@ -7,24 +7,13 @@
 
 namespace meshtrain {
 
-namespace fs = std::filesystem;
-
-std::string train_file(const TrainOptions& o) {
-  return fs::is_directory(o.data_path) ? (fs::path(o.data_path) / "train.bin").string() : o.data_path;
-}
-
-std::string val_file(const TrainOptions& o) {
-  if (!fs::is_directory(o.data_path)) return "";
-  const auto p = fs::path(o.data_path) / "val.bin";
-  return fs::exists(p) ? p.string() : "";
-}
-
 BatchSource::BatchSource(const TrainOptions& o) : o_(o) {
   if (o.mock_data) return;
-  train_ = std::make_unique<data::TokenFile>(train_file(o));
+  const data::DataPaths paths = data::resolve_data_path(o.data_path);
+  train_ = std::make_unique<data::TokenDataset>(paths.train);
   sampler_ = std::make_unique<data::SequenceSampler>(*train_, o.model.seq_length, o.seed);
-  if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
-    val_ = std::make_unique<data::TokenFile>(v);
+  if (!paths.val.empty() && o.eval_iters > 0) {
+    val_ = std::make_unique<data::TokenDataset>(paths.val);
     eval_ = std::make_unique<data::EvalSampler>(*val_, o.model.seq_length, o.parallel.global_batch_size);
   }
 }

@@ -1,5 +1,5 @@
-// BatchSource: the tokens of a step for this rank, from a token file or
-// mock data. The samples of global batch `it` depend on the seed and the
+// BatchSource: the tokens of a step for this rank, from token data (data/token_dataset.h)
+// or mock data. The samples of global batch `it` depend on the seed and the
 // iteration alone, never on the layout (data/loader.h), so a resumed run
 // continues with exactly the batches an uninterrupted one would see.
 #pragma once
@@ -9,15 +9,10 @@
 #include <string>
 
 #include "meshtrain/data/loader.h"
-#include "meshtrain/data/token_file.h"
+#include "meshtrain/data/token_dataset.h"
 #include "meshtrain/train/train_options.h"
 
 namespace meshtrain {
-
-// The training and validation token files --data-path names ("" when there
-// is no validation file).
-std::string train_file(const TrainOptions& o);
-std::string val_file(const TrainOptions& o);
 
 class BatchSource {
  public:
@@ -33,7 +28,7 @@ class BatchSource {
  private:
   void mock(int64_t it, bool eval, int first, int32_t* tk, int32_t* tg) const;
   const TrainOptions& o_;
-  std::unique_ptr<data::TokenFile> train_, val_;
+  std::unique_ptr<data::TokenDataset> train_, val_;
   std::unique_ptr<data::SequenceSampler> sampler_;
   std::unique_ptr<data::EvalSampler> eval_;
 };

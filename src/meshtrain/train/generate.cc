@@ -84,12 +84,10 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
   return prompt;
 }
 
-void print_sample(const ModelConfig& m, const std::vector<float>& weights, const std::string& data_path,
+void print_sample(const ModelConfig& m, const std::vector<float>& weights, const std::string& tokenizer,
                   const std::string& prompt_text, const SamplingOptions& o) {
-  namespace fs = std::filesystem;
-  const fs::path tk = fs::is_directory(data_path) ? fs::path(data_path) / "tokenizer.model" : fs::path();
   std::unique_ptr<data::Tokenizer> tok;
-  if (!tk.empty() && fs::exists(tk)) tok = data::load_tokenizer(tk.string());
+  if (!tokenizer.empty()) tok = data::load_tokenizer(tokenizer);
   std::vector<int32_t> prompt = tok && !prompt_text.empty() ? tok->encode(prompt_text) : std::vector<int32_t>{};
   prompt.insert(prompt.begin(), tok ? tok->eot() : 0);
   const std::vector<int32_t> out = generate(m, weights, prompt, o);

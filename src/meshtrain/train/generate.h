@@ -23,10 +23,10 @@ struct SamplingOptions {
 std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& weights, std::vector<int32_t> prompt,
                               const SamplingOptions& o);
 
-// Continues `prompt_text` (encoded with the tokenizer.model of the data
-// folder `data_path`, if there is one; else from the end-of-text token) by
-// o.new_tokens tokens and prints the text (or the token ids).
-void print_sample(const ModelConfig& m, const std::vector<float>& weights, const std::string& data_path,
+// Continues `prompt_text` (encoded with the tokenizer file `tokenizer`, if
+// one is named; else from the end-of-text token) by o.new_tokens tokens and
+// prints the text (or the token ids).
+void print_sample(const ModelConfig& m, const std::vector<float>& weights, const std::string& tokenizer,
                   const std::string& prompt_text, const SamplingOptions& o);
 
 }  // namespace meshtrain

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/data/token_dataset.h"
 
 namespace meshtrain {
 
@@ -14,11 +15,16 @@ void check_finite_nonneg(double v, const char* flag) {
   check(std::isfinite(v) && v >= 0, "{} must be a finite number >= 0 (got {})", flag, v);
 }
 
-// Validation data: mock data, or a data folder holding val.bin.
+// Validation data: mock data, or data whose --data-path resolves to a
+// validation set (data/token_dataset.h). A path that names nothing is
+// reported by the data checks themselves.
 bool has_validation_data(const TrainOptions& o) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  return o.mock_data || (fs::is_directory(o.data_path, ec) && fs::exists(fs::path(o.data_path) / "val.bin", ec));
+  if (o.mock_data) return true;
+  try {
+    return !data::resolve_data_path(o.data_path).val.empty();
+  } catch (const Error&) {
+    return true;
+  }
 }
 
 }  // namespace
@@ -40,7 +46,7 @@ void check_option_ranges(const TrainOptions& o) {
   check(o.eval_iters >= 0, "--eval-iters must not be negative (got {})", o.eval_iters);
   check(!(o.mock_data && !o.data_path.empty()), "--mock-data and --data-path exclude each other");
   check(o.eval_iters == 0 || has_validation_data(o),
-        "--eval-iters {} but no validation data: --data-path {} is not a folder holding val.bin", o.eval_iters,
+        "--eval-iters {} but no validation data: --data-path {} has no val.bin or val shards", o.eval_iters,
         o.data_path);
   check(o.sample_tokens >= 0, "--sample-tokens must not be negative (got {})", o.sample_tokens);
   check_finite_nonneg(o.peak_tflops, "--peak-tflops");

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/data/token_file.h"
+#include "meshtrain/data/token_dataset.h"
 #include "meshtrain/train/batch_source.h"
 #include "meshtrain/train/trainer.h"
 
@@ -53,17 +53,15 @@ void check_options(const TrainOptions& o, int world_size) {
   check(!o.async_save || !o.save_dir.empty(), "--async-save needs --save DIR");
   if (!o.mock_data) {
     check(!o.data_path.empty(), "no --data-path given (or use --mock-data)");
-    check(fs::exists(o.data_path), "data path {} does not exist", o.data_path);
-    const std::string f = train_file(o);
-    check(fs::exists(f), "training token file {} does not exist", f);
-    const data::TokenFile t(f);  // validates header and size
-    check(t.size() >= int64_t{o.model.seq_length} + 1, "token file {} holds {} tokens, fewer than seq-length + 1 = {}",
-          f, t.size(), o.model.seq_length + 1);
+    const data::DataPaths paths = data::resolve_data_path(o.data_path);
+    const data::TokenDataset t(paths.train);  // validates headers and sizes
+    check(t.size() >= int64_t{o.model.seq_length} + 1, "token data {} holds {} tokens, fewer than seq-length + 1 = {}",
+          paths.train, t.size(), o.model.seq_length + 1);
     t.validate_vocab(o.model.vocab_size);
-    if (const std::string v = val_file(o); !v.empty() && o.eval_iters > 0) {
-      const data::TokenFile val(v);
+    if (!paths.val.empty() && o.eval_iters > 0) {
+      const data::TokenDataset val(paths.val);
       check(val.size() >= int64_t{o.model.seq_length} * o.parallel.global_batch_size + 1,
-            "validation file {} holds {} tokens, fewer than one global batch", v, val.size());
+            "validation data {} holds {} tokens, fewer than one global batch", paths.val, val.size());
       val.validate_vocab(o.model.vocab_size);
     }
   }

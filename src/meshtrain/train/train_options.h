@@ -23,7 +23,8 @@ struct TrainOptions {
   float clip_grad = 1.0f;  // global-norm clipping threshold; 0 disables
   int train_iters = 10;
   uint64_t seed = 1234;
-  std::string data_path;   // folder with train.bin (and val.bin), or a token file
+  std::string data_path;   // folder with train.bin (and val.bin), a token file, a glob of them, or a
+                           // Megatron indexed dataset (data/token_dataset.h)
   bool mock_data = false;  // deterministic pseudo-random tokens instead of a file
   int eval_interval = 0;   // 0: evaluate only at the end (when eval_iters > 0)
   int eval_iters = 0;      // validation batches per evaluation
@@ -31,7 +32,8 @@ struct TrainOptions {
   std::string trace_path;  // Chrome trace of the run
   std::string dump_weights_path;  // the trained weights, gathered, in serial order
   int sample_tokens = 0;       // after training, generate this many tokens (rank 0)
-  std::string sample_prompt;   // text to continue (needs the data folder's tokenizer.model)
+  std::string sample_prompt;   // text to continue (needs a tokenizer)
+  std::string tokenizer;       // for the sample; "": the data folder's (data/tokenizer.h)
   double peak_tflops = 0;  // per rank, for MFU/HFU; 0: not reported
   int log_interval = 1;
   bool quiet = false;      // no per-iteration lines

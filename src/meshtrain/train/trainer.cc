@@ -9,6 +9,7 @@
 
 #include "meshtrain/comm/agreed_error.h"
 #include "meshtrain/core/output_file.h"
+#include "meshtrain/data/token_dataset.h"
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/kernel_clock.h"
@@ -275,7 +276,10 @@ void Trainer<T>::finish() {
       SamplingOptions so;
       so.new_tokens = o_.sample_tokens;
       so.seed = o_.seed;
-      print_sample(o_.model, w, o_.data_path, o_.sample_prompt, so);
+      const std::string tk = !o_.tokenizer.empty() ? o_.tokenizer
+                             : o_.mock_data      ? std::string()
+                                                 : data::resolve_data_path(o_.data_path).tokenizer;
+      print_sample(o_.model, w, tk, o_.sample_prompt, so);
     }
   }
   if (trace_) {
