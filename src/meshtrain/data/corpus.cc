@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cmath>
 #include <cstdio>
@@ -401,7 +400,7 @@ PrepareResult prepare_corpus(const PrepareOptions& o) {
   c.duplicates_removed = scan.documents - scan.distinct;
   c.unigram_entropy = unigram_entropy(outs.train_counts, outs.val_counts);
   write_output_file((out / kCorpusInfoFile).string(), {to_json(c).dump(2) + "\n"}, "corpus description");
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = watch.elapsed_s();
   return result;
 }
 
