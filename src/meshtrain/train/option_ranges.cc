@@ -16,14 +16,13 @@ void check_finite_nonneg(double v, const char* flag) {
 }
 
 // Validation data: mock data, or data whose --data-path resolves to a
-// validation set (data/token_dataset.h). A path that names nothing is
-// reported by the data checks themselves.
+// validation set (data/token_dataset.h); a path that names nothing has none.
 bool has_validation_data(const TrainOptions& o) {
   if (o.mock_data) return true;
   try {
     return !data::resolve_data_path(o.data_path).val.empty();
   } catch (const Error&) {
-    return true;
+    return false;
   }
 }
 
