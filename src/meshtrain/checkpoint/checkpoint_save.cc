@@ -1,4 +1,9 @@
 // CheckpointWriter: snapshot, write, commit (checkpoint.h).
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <thread>
@@ -26,14 +31,13 @@ struct CheckpointWriter::Pending {
   std::string name, staged;
   ShardFile file;
   std::thread thread;
-  std::string error;  // this rank's write failure
-  uint32_t crc = 0;
-  double snapshot_s = 0, write_s = 0, stall_s = 0;
+  std::atomic<bool> written{false};  // the background write ended (error or not)
+  std::string error;                 // this rank's write failure
+  FileDigest digest;
+  double write_s = 0;
 };
 
 namespace {
-
-void write_shard(CheckpointWriter::Pending& p);
 
 // metadata.json from the run and every rank's file record.
 nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vector<std::string>& records) {
@@ -58,7 +62,11 @@ nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vec
   for (size_t r = 0; r < records.size(); ++r) {
     const nlohmann::json f = nlohmann::json::parse(records[r]);
     const std::string file = f.at("file");
-    j["files"][file] = {{"rank", r}, {"bytes", f.at("bytes")}, {"crc32", f.at("crc32")}};
+    j["files"][file] = {{"rank", r},
+                        {"bytes", f.at("bytes")},
+                        {"crc32", f.at("crc32")},
+                        {"block_bytes", kCrcBlockBytes},
+                        {"block_crc32", f.at("block_crc32")}};
     for (const auto& [name, t] : f.at("tensors").items()) {
       nlohmann::json& out = j["tensors"][name];
       out["global_shape"] = t.at("global_shape");
@@ -73,10 +81,7 @@ nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vec
 void write_shard(CheckpointWriter::Pending& p) {
   const double t0 = now_s();
   try {
-    std::vector<std::string_view> parts{p.file.header};
-    parts.insert(parts.end(), p.file.data.begin(), p.file.data.end());
-    write_durably((fs::path(p.staged) / p.file.name).string(), parts);
-    for (std::string_view d : parts) p.crc = crc32_of(d.data(), static_cast<int64_t>(d.size()), p.crc);
+    p.digest = write_shard_file((fs::path(p.staged) / p.file.name).string(), p.file.parts());
   } catch (const std::exception& e) {
     p.error = e.what();
   }
@@ -84,12 +89,15 @@ void write_shard(CheckpointWriter::Pending& p) {
   if (p.die) std::raise(SIGKILL);
 }
 
+// The background writer yields the CPU to the training threads.
+void lower_thread_priority() { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10); }
+
 }  // namespace
 
 nlohmann::json SaveRecord::to_json() const {
-  return {{"iteration", iteration}, {"path", path},         {"bytes", bytes},
-          {"snapshot_s", snapshot_s}, {"write_s", write_s}, {"commit_s", commit_s},
-          {"stall_s", stall_s},     {"async", async}};
+  return {{"iteration", iteration}, {"path", path},       {"bytes", bytes},       {"wait_s", wait_s},
+          {"snapshot_s", snapshot_s}, {"write_s", write_s}, {"commit_s", commit_s}, {"stall_s", stall_s},
+          {"async", async}};
 }
 
 std::string SaveRecord::summary() const {
@@ -108,11 +116,18 @@ CheckpointWriter::~CheckpointWriter() {
   if (pending_ && pending_->thread.joinable()) pending_->thread.join();
 }
 
+CheckpointWriter::WriteState CheckpointWriter::write_state() const {
+  if (!pending_) return WriteState::none;
+  if (!pending_->written.load(std::memory_order_acquire)) return WriteState::writing;
+  return pending_->error.empty() ? WriteState::written : WriteState::failed;
+}
+
 template <class T>
 SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::json& run, ShardedState<T>& state,
                                   ProcessMesh& mesh, bool die_before_commit) {
   const double t0 = now_s();
-  wait(mesh);
+  SaveRecord r;
+  if (pending_) r.wait_s = (wait(mesh), now_s() - t0);
   auto p = std::make_unique<Pending>();
   p->meta = meta;
   p->run = run;
@@ -129,24 +144,29 @@ SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::js
     }
   }
   throw_if_any(mesh.world(), err);  // also: the folder exists before any rank writes
-  const double ts = now_s();
-  p->file = shard_file(state, mesh.rank(), /*copy=*/async_);
-  p->snapshot_s = now_s() - ts;
+  p->file = shard_file(state, mesh.rank());
   pending_ = std::move(p);
+  r.iteration = meta.iteration;
+  r.path = (fs::path(dir_) / pending_->name).string();
   if (async_) {
-    pending_->thread = std::thread([q = pending_.get()] { write_shard(*q); });
-    pending_->stall_s = now_s() - t0;
-    SaveRecord r;
-    r.iteration = meta.iteration;
-    r.path = (fs::path(dir_) / pending_->name).string();
-    r.snapshot_s = pending_->snapshot_s;
-    r.stall_s = pending_->stall_s;
+    const double ts = now_s();
+    snapshot(pending_->file, snapshot_);
+    r.snapshot_s = now_s() - ts;
+    pending_->thread = std::thread([q = pending_.get()] {
+      lower_thread_priority();
+      write_shard(*q);
+      q->written.store(true, std::memory_order_release);
+    });
+    r.stall_s = now_s() - t0;
     r.async = true;
     records_.push_back(r);
     return r;
   }
   write_shard(*pending_);
-  SaveRecord r = commit(mesh);
+  const SaveRecord c = commit(mesh);
+  r.bytes = c.bytes;
+  r.write_s = c.write_s;
+  r.commit_s = c.commit_s;
   r.stall_s = now_s() - t0;
   records_.push_back(r);
   return r;
@@ -158,24 +178,32 @@ SaveRecord CheckpointWriter::wait(ProcessMesh& mesh) {
     none.iteration = -1;
     return none;
   }
+  const double t0 = now_s();
   SaveRecord r = commit(mesh);
-  r.async = true;
   for (SaveRecord& s : records_) {
     if (s.iteration != r.iteration || !s.async) continue;
-    r.snapshot_s = s.snapshot_s;
-    r.stall_s = s.stall_s;
-    s = r;
+    s.bytes = r.bytes;
+    s.write_s = r.write_s;
+    s.commit_s = r.commit_s;
+    s.stall_s += now_s() - t0;  // training waited for the rest of the write and the commit
+    r = s;
   }
   return r;
 }
 
+// Joins the write, agrees on its outcome, and (rank 0) writes the metadata
+// and commits the folder; the figures are the slowest rank's.
 SaveRecord CheckpointWriter::commit(ProcessMesh& mesh) {
   Pending& p = *pending_;
   if (p.thread.joinable()) p.thread.join();
   const double tc = now_s();
   std::string err = agree_on_error(mesh.world(), p.error, /*after_io=*/true);
   const int64_t bytes = p.file.bytes();
-  const nlohmann::json mine{{"file", p.file.name}, {"bytes", bytes}, {"crc32", p.crc}, {"tensors", p.file.tensors}};
+  const nlohmann::json mine{{"file", p.file.name},
+                            {"bytes", bytes},
+                            {"crc32", p.digest.crc32},
+                            {"block_crc32", p.digest.block_crc32},
+                            {"tensors", p.file.tensors}};
   const std::vector<std::string> records = gather_strings(mesh.world(), err.empty() ? mine.dump() : "");
   SaveRecord r;
   r.iteration = p.meta.iteration;
@@ -192,16 +220,15 @@ SaveRecord CheckpointWriter::commit(ProcessMesh& mesh) {
   }
   if (mesh.rank() == 0 && !err.empty()) discard_dir(p.staged);
   err = agree_on_error(mesh.world(), err, /*after_io=*/true);
-  double times[3] = {p.snapshot_s, p.write_s, now_s() - tc}, total = double(bytes + r.bytes);
+  double times[2] = {p.write_s, now_s() - tc}, total = double(bytes + r.bytes);
   pending_.reset();
   if (!err.empty())
     throw AgreedError(fmt::format("cannot save checkpoint of iteration {}: {} (the previous checkpoint is intact)",
                                   r.iteration, err));
-  mesh.world().all_reduce(times, 3, ReduceOp::max);
+  mesh.world().all_reduce(times, 2, ReduceOp::max);
   mesh.world().all_reduce(&total, 1);
-  r.snapshot_s = times[0];
-  r.write_s = times[1];
-  r.commit_s = times[2];
+  r.write_s = times[0];
+  r.commit_s = times[1];
   r.bytes = static_cast<int64_t>(total);
   return r;
 }
