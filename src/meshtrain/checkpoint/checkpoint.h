@@ -58,18 +58,18 @@ struct SaveRecord {
   int iteration = 0;
   std::string path;
   int64_t bytes = 0;        // all shard files and the metadata (0 until committed)
-  double wait_s = 0;        // waiting for the previous asynchronous save to finish writing
+  double wait_s = 0;        // waiting for the previous asynchronous save to finish (counted in that one's stall)
   double snapshot_s = 0;    // copying this rank's shard to host memory (--async-save only)
   double write_s = 0;       // writing, checksumming and syncing the shard files
   double commit_s = 0;      // metadata, rename, latest, pruning
-  double stall_s = 0;       // the time training waited for this save (asynchronous: wait, snapshot and commit)
+  double stall_s = 0;       // the time training waited for this save (asynchronous: snapshot, agreements, joins)
   bool async = false;
   nlohmann::json to_json() const;
   std::string summary() const;  // one line for the console
 };
 
 // Writes checkpoints into one folder. Collective: every rank calls save(),
-// wait() and, with the same arguments, poll().
+// advance() and wait() together.
 class CheckpointWriter {
  public:
   CheckpointWriter(std::string dir, int keep_last, bool async);
@@ -81,9 +81,9 @@ class CheckpointWriter {
   // returning. Asynchronous: waits for the previous save if it is still
   // being written (the only case in which a save waits for disk), copies
   // the rank's shard into a host buffer kept between saves (the snapshot),
-  // starts writing it in a background thread and returns; the commit
-  // happens in poll() once every rank has written, or in the next save() or
-  // wait(). On any rank's failure (disk full, ...) every rank throws the
+  // starts writing it in a background thread and returns; advance() then
+  // commits it (the step calls it once every rank has written, and rank 0
+  // commits in the background too), or the next save() or wait() does. On any rank's failure (disk full, ...) every rank throws the
   // same AgreedError, the staged folder is removed and `latest` keeps naming
   // the previous checkpoint. `die_before_commit` (fault injection): this
   // rank kills itself after writing its shard.
@@ -91,12 +91,18 @@ class CheckpointWriter {
   SaveRecord save(const CheckpointMeta& meta, const nlohmann::json& run, ShardedState<T>& state, ProcessMesh& mesh,
                   bool die_before_commit);
 
-  // This rank's background write, for the training step's agreement.
+  // This rank's part of the pending save, for the training step's
+  // agreement: its background write, then (rank 0) the background commit.
   enum class WriteState { none, writing, written, failed };
   WriteState write_state() const;
-  // Commits a pending asynchronous save (collective); returns its record,
-  // or one with iteration -1 when none was pending. Throws AgreedError when
-  // a rank's write failed.
+  // Collective, when no rank's state is `writing`: moves the pending save
+  // one phase on: from written shards to the commit (started on rank 0),
+  // from the commit to done, when it returns the save's record (else one
+  // with iteration -1). Throws AgreedError when a rank failed.
+  SaveRecord advance(ProcessMesh& mesh);
+  // Collective: finishes the pending save, waiting for its writes and
+  // commit; returns its record, or one with iteration -1 when none was
+  // pending. Throws AgreedError when a rank failed.
   SaveRecord wait(ProcessMesh& mesh);
   // Every save so far; an asynchronous one gains its write and commit
   // figures when committed.
@@ -105,7 +111,8 @@ class CheckpointWriter {
   struct Pending;  // a save between snapshot and commit (checkpoint_save.cc)
 
  private:
-  SaveRecord commit(ProcessMesh& mesh);
+  void publish(ProcessMesh& mesh);
+  SaveRecord finalize(ProcessMesh& mesh);
   std::string dir_;
   int keep_last_;
   bool async_;

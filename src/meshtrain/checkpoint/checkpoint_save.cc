@@ -35,6 +35,14 @@ struct CheckpointWriter::Pending {
   std::string error;                 // this rank's write failure
   FileDigest digest;
   double write_s = 0;
+  // After every rank wrote its shard: rank 0 writes the metadata and commits
+  // the folder (in `committer` for an asynchronous save).
+  bool publishing = false;
+  std::thread committer;
+  std::atomic<bool> committed{false};
+  std::string commit_error;
+  int64_t meta_bytes = 0;
+  double commit_s = 0;
 };
 
 namespace {
@@ -89,6 +97,24 @@ void write_shard(CheckpointWriter::Pending& p) {
   if (p.die) std::raise(SIGKILL);
 }
 
+// Rank 0: metadata.json, then the folder committed (checkpoint_dir.h); on
+// failure the staged folder is removed and the error kept for agreement.
+void commit_files(CheckpointWriter::Pending& p, const std::vector<std::string>& records, const std::string& dir,
+                  int keep_last) {
+  const double t0 = now_s();
+  try {
+    const std::string meta = build_metadata(p, records).dump(1);
+    write_durably((fs::path(p.staged) / "metadata.json").string(), {meta});
+    p.meta_bytes = static_cast<int64_t>(meta.size());
+    commit_dir(dir, p.staged, p.name, keep_last);
+  } catch (const std::exception& e) {
+    p.commit_error = e.what();
+    discard_dir(p.staged);
+  }
+  p.commit_s = now_s() - t0;
+  p.committed.store(true, std::memory_order_release);
+}
+
 // The background writer yields the CPU to the training threads.
 void lower_thread_priority() { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10); }
 
@@ -114,12 +140,14 @@ CheckpointWriter::CheckpointWriter(std::string dir, int keep_last, bool async)
 
 CheckpointWriter::~CheckpointWriter() {
   if (pending_ && pending_->thread.joinable()) pending_->thread.join();
+  if (pending_ && pending_->committer.joinable()) pending_->committer.join();
 }
 
 CheckpointWriter::WriteState CheckpointWriter::write_state() const {
   if (!pending_) return WriteState::none;
-  if (!pending_->written.load(std::memory_order_acquire)) return WriteState::writing;
-  return pending_->error.empty() ? WriteState::written : WriteState::failed;
+  const Pending& p = *pending_;
+  if (!(p.publishing ? p.committed : p.written).load(std::memory_order_acquire)) return WriteState::writing;
+  return (p.publishing ? p.commit_error : p.error).empty() ? WriteState::written : WriteState::failed;
 }
 
 template <class T>
@@ -127,7 +155,8 @@ SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::js
                                   ProcessMesh& mesh, bool die_before_commit) {
   const double t0 = now_s();
   SaveRecord r;
-  if (pending_) r.wait_s = (wait(mesh), now_s() - t0);
+  if (pending_) r.wait_s = (wait(mesh), now_s() - t0);  // counted in the stall of the save it waited for
+  const double ts0 = now_s();
   auto p = std::make_unique<Pending>();
   p->meta = meta;
   p->run = run;
@@ -148,79 +177,92 @@ SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::js
   pending_ = std::move(p);
   r.iteration = meta.iteration;
   r.path = (fs::path(dir_) / pending_->name).string();
+  r.async = async_;
+  records_.push_back(r);
   if (async_) {
     const double ts = now_s();
     snapshot(pending_->file, snapshot_);
-    r.snapshot_s = now_s() - ts;
+    records_.back().snapshot_s = now_s() - ts;
     pending_->thread = std::thread([q = pending_.get()] {
       lower_thread_priority();
       write_shard(*q);
       q->written.store(true, std::memory_order_release);
     });
-    r.stall_s = now_s() - t0;
-    r.async = true;
-    records_.push_back(r);
-    return r;
+    records_.back().stall_s = now_s() - ts0;
+    return records_.back();
   }
   write_shard(*pending_);
-  const SaveRecord c = commit(mesh);
-  r.bytes = c.bytes;
-  r.write_s = c.write_s;
-  r.commit_s = c.commit_s;
-  r.stall_s = now_s() - t0;
-  records_.push_back(r);
-  return r;
+  wait(mesh);
+  records_.back().stall_s = now_s() - ts0;
+  return records_.back();
 }
 
 SaveRecord CheckpointWriter::wait(ProcessMesh& mesh) {
-  if (!pending_) {
+  SaveRecord r;
+  r.iteration = -1;
+  while (pending_) r = advance(mesh);
+  return r;
+}
+
+SaveRecord CheckpointWriter::advance(ProcessMesh& mesh) {
+  const double t0 = now_s();
+  SaveRecord* rec = &records_.back();  // the pending save is the last one
+  if (!pending_->publishing) {
+    publish(mesh);
+    rec->stall_s += now_s() - t0;
     SaveRecord none;
     none.iteration = -1;
     return none;
   }
-  const double t0 = now_s();
-  SaveRecord r = commit(mesh);
-  for (SaveRecord& s : records_) {
-    if (s.iteration != r.iteration || !s.async) continue;
-    s.bytes = r.bytes;
-    s.write_s = r.write_s;
-    s.commit_s = r.commit_s;
-    s.stall_s += now_s() - t0;  // training waited for the rest of the write and the commit
-    r = s;
-  }
-  return r;
+  const SaveRecord done = finalize(mesh);
+  rec->bytes = done.bytes;
+  rec->write_s = done.write_s;
+  rec->commit_s = done.commit_s;
+  rec->stall_s += now_s() - t0;
+  return *rec;
 }
 
-// Joins the write, agrees on its outcome, and (rank 0) writes the metadata
-// and commits the folder; the figures are the slowest rank's.
-SaveRecord CheckpointWriter::commit(ProcessMesh& mesh) {
+// Joins the write and agrees on its outcome; gathers every rank's file
+// record on rank 0, which commits (asynchronous saves: in a thread).
+void CheckpointWriter::publish(ProcessMesh& mesh) {
   Pending& p = *pending_;
   if (p.thread.joinable()) p.thread.join();
-  const double tc = now_s();
-  std::string err = agree_on_error(mesh.world(), p.error, /*after_io=*/true);
-  const int64_t bytes = p.file.bytes();
+  const std::string err = agree_on_error(mesh.world(), p.error, /*after_io=*/true);
+  if (!err.empty()) {
+    if (mesh.rank() == 0) discard_dir(p.staged);
+    const int it = p.meta.iteration;
+    pending_.reset();
+    throw AgreedError(
+        fmt::format("cannot save checkpoint of iteration {}: {} (the previous checkpoint is intact)", it, err));
+  }
   const nlohmann::json mine{{"file", p.file.name},
-                            {"bytes", bytes},
+                            {"bytes", p.file.bytes()},
                             {"crc32", p.digest.crc32},
                             {"block_crc32", p.digest.block_crc32},
                             {"tensors", p.file.tensors}};
-  const std::vector<std::string> records = gather_strings(mesh.world(), err.empty() ? mine.dump() : "");
+  std::vector<std::string> records = gather_strings(mesh.world(), mine.dump());
+  p.publishing = true;
+  if (mesh.rank() != 0)
+    p.committed.store(true, std::memory_order_release);
+  else if (async_)
+    p.committer = std::thread([&p, rs = std::move(records), this] {
+      lower_thread_priority();
+      commit_files(p, rs, dir_, keep_last_);
+    });
+  else
+    commit_files(p, records, dir_, keep_last_);
+}
+
+// Joins rank 0's commit and agrees on its outcome; the figures are the
+// slowest rank's (bytes: all files and the metadata).
+SaveRecord CheckpointWriter::finalize(ProcessMesh& mesh) {
+  Pending& p = *pending_;
+  if (p.committer.joinable()) p.committer.join();
+  const std::string err = agree_on_error(mesh.world(), p.commit_error, /*after_io=*/true);
   SaveRecord r;
   r.iteration = p.meta.iteration;
   r.path = (fs::path(dir_) / p.name).string();
-  if (mesh.rank() == 0 && err.empty()) {
-    try {
-      const std::string meta = build_metadata(p, records).dump(1);
-      write_durably((fs::path(p.staged) / "metadata.json").string(), {meta});
-      r.bytes = static_cast<int64_t>(meta.size());
-      commit_dir(dir_, p.staged, p.name, keep_last_);
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
-  }
-  if (mesh.rank() == 0 && !err.empty()) discard_dir(p.staged);
-  err = agree_on_error(mesh.world(), err, /*after_io=*/true);
-  double times[2] = {p.write_s, now_s() - tc}, total = double(bytes + r.bytes);
+  double times[2] = {p.write_s, p.commit_s}, total = double(p.file.bytes() + p.meta_bytes);
   pending_.reset();
   if (!err.empty())
     throw AgreedError(fmt::format("cannot save checkpoint of iteration {}: {} (the previous checkpoint is intact)",

@@ -227,11 +227,13 @@ void Trainer<T>::save(int iteration) {
   mesh_.reset_stats();
 }
 
-// Every rank has written its shard of the background save (or one failed):
-// commit it now rather than at the next save (throws AgreedError on failure).
+// Every rank has ended its part of the pending save's phase (or one failed):
+// move it on now rather than at the next save (throws AgreedError on
+// failure); `finish`: wait for its end.
 template <class T>
-void Trainer<T>::commit_save() {
-  const SaveRecord rec = writer_->wait(mesh_);
+void Trainer<T>::commit_save(bool finish) {
+  const SaveRecord rec = finish ? writer_->wait(mesh_) : writer_->advance(mesh_);
+  if (rec.iteration < 0) return;
   record_checkpoints();
   log_.event(rec.summary());
   report(false);
@@ -265,7 +267,7 @@ TrainResult Trainer<T>::run() {
   StopReason stop = StopReason::finished;
   for (int it = r_.first_iteration; it < o_.train_iters; ++it) {
     const StepOutcome out = step(it);
-    if (out.save_written) commit_save();
+    if (out.save_written) commit_save(false);
     if (data_.has_eval() && o_.eval_interval > 0 && (it + 1) % o_.eval_interval == 0 && it + 1 < o_.train_iters)
       evaluate(it + 1);
     const StopReason s = stop_after(it, out);
@@ -288,7 +290,7 @@ TrainResult Trainer<T>::run() {
 template <class T>
 void Trainer<T>::finish() {
   log_.end_progress();
-  if (writer_ && writer_->write_state() != CheckpointWriter::WriteState::none) commit_save();
+  if (writer_ && writer_->write_state() != CheckpointWriter::WriteState::none) commit_save(true);
   meas_.train_comm.merge(mesh_.stats());
   mesh_.reset_stats();  // evaluate() adds what the groups hold: nothing left to add twice
   if (data_.has_eval() && r_.stop_reason == stop_reason_name(StopReason::finished)) evaluate(o_.train_iters);

@@ -42,7 +42,7 @@ struct StepOutcome {
   double loss = 0, grad_norm = 0;
   bool skipped = false;             // non-finite, skipped under --skip-nonfinite
   StopReason stop = StopReason::none;  // agreed stop request (signal, duration)
-  bool save_written = false;        // every rank ended writing the background save: commit it
+  bool save_written = false;        // every rank ended its part of the background save's phase: advance it
 };
 
 template <class T>
@@ -71,7 +71,7 @@ class Trainer {
   [[noreturn]] void stop_nonfinite(int it, double loss, double norm);
   StopReason stop_after(int it, const StepOutcome& out) const;
   void finish();
-  void commit_save();
+  void commit_save(bool finish);
   void record_checkpoints();
 
   const TrainOptions& o_;
