@@ -87,6 +87,12 @@ class CheckpointWriter {
   // same AgreedError, the staged folder is removed and `latest` keeps naming
   // the previous checkpoint. `die_before_commit` (fault injection): this
   // rank kills itself after writing its shard.
+  // Asynchronous saves: allocates the snapshot buffer for this rank's
+  // shard of `state` and faults its pages in, so that the first save costs
+  // what the others do (synchronous: nothing).
+  template <class T>
+  void prepare(ShardedState<T>& state, int rank);
+
   template <class T>
   SaveRecord save(const CheckpointMeta& meta, const nlohmann::json& run, ShardedState<T>& state, ProcessMesh& mesh,
                   bool die_before_commit);

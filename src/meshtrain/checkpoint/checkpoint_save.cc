@@ -1,10 +1,7 @@
 // CheckpointWriter: snapshot, write, commit (checkpoint.h).
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -115,9 +112,6 @@ void commit_files(CheckpointWriter::Pending& p, const std::vector<std::string>& 
   p.committed.store(true, std::memory_order_release);
 }
 
-// The background writer yields the CPU to the training threads.
-void lower_thread_priority() { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10); }
-
 }  // namespace
 
 nlohmann::json SaveRecord::to_json() const {
@@ -141,6 +135,14 @@ CheckpointWriter::CheckpointWriter(std::string dir, int keep_last, bool async)
 CheckpointWriter::~CheckpointWriter() {
   if (pending_ && pending_->thread.joinable()) pending_->thread.join();
   if (pending_ && pending_->committer.joinable()) pending_->committer.join();
+}
+
+template <class T>
+void CheckpointWriter::prepare(ShardedState<T>& state, int rank) {
+  if (!async_) return;
+  const int64_t n = round_up(shard_file(state, rank).bytes(), kIoAlign);
+  snapshot_ = IoBuffer(n);
+  std::memset(snapshot_.data(), 0, static_cast<size_t>(n));  // fault the pages in now, not in the first save
 }
 
 CheckpointWriter::WriteState CheckpointWriter::write_state() const {
@@ -184,7 +186,6 @@ SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::js
     snapshot(pending_->file, snapshot_);
     records_.back().snapshot_s = now_s() - ts;
     pending_->thread = std::thread([q = pending_.get()] {
-      lower_thread_priority();
       write_shard(*q);
       q->written.store(true, std::memory_order_release);
     });
@@ -246,7 +247,6 @@ void CheckpointWriter::publish(ProcessMesh& mesh) {
     p.committed.store(true, std::memory_order_release);
   else if (async_)
     p.committer = std::thread([&p, rs = std::move(records), this] {
-      lower_thread_priority();
       commit_files(p, rs, dir_, keep_last_);
     });
   else
@@ -275,6 +275,8 @@ SaveRecord CheckpointWriter::finalize(ProcessMesh& mesh) {
   return r;
 }
 
+template void CheckpointWriter::prepare(ShardedState<float>&, int);
+template void CheckpointWriter::prepare(ShardedState<bf16>&, int);
 template SaveRecord CheckpointWriter::save(const CheckpointMeta&, const nlohmann::json&, ShardedState<float>&,
                                            ProcessMesh&, bool);
 template SaveRecord CheckpointWriter::save(const CheckpointMeta&, const nlohmann::json&, ShardedState<bf16>&,

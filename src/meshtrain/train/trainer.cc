@@ -54,7 +54,10 @@ Trainer<T>::Trainer(const TrainOptions& o, ProcessMesh& mesh)
     trace_ = std::make_unique<TraceWriter>(mesh.rank(), mesh.coord().pp, synchronized_origin_s(mesh.world()));
     mesh.set_tracer(trace_.get());
   }
-  if (!o.save_dir.empty()) writer_ = std::make_unique<CheckpointWriter>(o.save_dir, o.keep_last, o.async_save);
+  if (!o.save_dir.empty()) {
+    writer_ = std::make_unique<CheckpointWriter>(o.save_dir, o.keep_last, o.async_save);
+    writer_->prepare(engine_->state(), mesh.rank());
+  }
   if (o.exit_signal_handler) install_term_handler();
   mesh.reset_stats();
 }
