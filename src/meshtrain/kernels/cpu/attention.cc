@@ -47,7 +47,11 @@ inline void micro_kernel(float* __restrict C, int ldc, const float* __restrict A
       vec b = vload(B + static_cast<size_t>(k) * ldb + v * kVL);
       // Keep b in a register: otherwise the compiler folds the load into
       // each of the kRows multiply-adds, multiplying the loads by kRows.
+      // Only where the vector is one register (AVX and up); a baseline
+      // x86-64 or an Arm build splits it and needs no hint.
+#if defined(__AVX__)
       asm("" : "+v"(b));
+#endif
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) acc[r][v] += a[r] * b;
     }
