@@ -8,6 +8,7 @@
 
 #include <functional>
 
+#include "meshtrain/checkpoint/checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/layout.h"
 
@@ -27,10 +28,11 @@ ModelConfig one_layer() {
 
 // What the writer records for a serial run of `m`: one shard per tensor.
 nlohmann::json metadata_of(const ModelConfig& m) {
-  nlohmann::json j = {{"format", "meshtrain-checkpoint"}, {"format_version", 1},
+  nlohmann::json j = {{"format", "meshtrain-checkpoint"}, {"format_version", kCheckpointFormatVersion},
                       {"iteration", 2}, {"skipped_steps", 0}, {"consumed_samples", 16},
                       {"rng", {{"seed", 1234}}}, {"dtypes", {{"weight", "F32"}, {"exp_avg", "F32"}}},
-                      {"files", {{"rank_00000.safetensors", {{"rank", 0}, {"bytes", 4096}, {"crc32", 77}}}}},
+                      {"files", {{"rank_00000.safetensors", {{"rank", 0}, {"bytes", 4096}, {"crc32", 77}, {"block_bytes", 1024},
+                                                             {"block_crc32", {1, 2, 3, 4}}}}}},
                       {"tensors", nlohmann::json::object()}};
   const Layout serial = Layout::build(m, ParallelConfig{}, 0, 0);
   for (const Unit& u : serial.units())
@@ -61,14 +63,17 @@ TEST(CheckpointMetadata, WellFormedPasses) {
 
 TEST(CheckpointMetadata, RefusesMalformedFields) {
   expect_refused([](nlohmann::json& j) { j = nlohmann::json::array(); }, "is not meshtrain checkpoint metadata");
-  expect_refused([](nlohmann::json& j) { j["format_version"] = 1.0; }, "metadata format version 1.0 is unknown");
+  expect_refused([](nlohmann::json& j) { j["format_version"] = 2.0; }, "metadata format version 2.0 is unknown");
   expect_refused([](nlohmann::json& j) { j["iteration"] = 2.5; }, "\"iteration\" must be an integer");
   expect_refused([](nlohmann::json& j) { j["iteration"] = 1e300; }, "\"iteration\" must be an integer");
   expect_refused([](nlohmann::json& j) { j["skipped_steps"] = 3; }, "\"skipped_steps\" must be an integer in [0, 2]");
   expect_refused([](nlohmann::json& j) { j.erase("dtypes"); }, "lacks \"dtypes\"");
   expect_refused([](nlohmann::json& j) { j["rng"] = 5; }, "lacks an unsigned integer seed");
   expect_refused([](nlohmann::json& j) { j["files"]["rank_00000.safetensors"]["crc32"] = -1; }, "\"crc32\"");
-  expect_refused([](nlohmann::json& j) { j["files"]["../x"] = {{"bytes", 0}, {"crc32", 0}}; }, "named in its folder");
+  expect_refused([](nlohmann::json& j) { j["files"]["../x"] = j["files"]["rank_00000.safetensors"]; },
+                 "named in its folder");
+  expect_refused([](nlohmann::json& j) { j["files"]["rank_00000.safetensors"]["block_crc32"] = {1, 2}; },
+                 "one checksum per block");
   expect_refused([](nlohmann::json& j) { first_shard(j)["file"] = "other.safetensors"; }, "which \"files\" lacks");
   expect_refused([](nlohmann::json& j) { first_shard(j)["local_shape"] = {200, 0}; }, "\"local_shape\" must be");
   expect_refused([](nlohmann::json& j) { first_shard(j)["global_offset"] = {1, 0}; }, "run past the tensor's");

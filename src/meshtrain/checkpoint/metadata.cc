@@ -94,8 +94,13 @@ nlohmann::json parse_metadata(std::string_view text, const std::string& where) {
     const std::string w = fmt::format("{} file {}", where, name);
     check(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
           "{}: a shard file is named in its folder", w);
-    integer(f, "bytes", 0, INT64_MAX, w);
+    const int64_t bytes = integer(f, "bytes", 0, INT64_MAX, w);
     integer(f, "crc32", 0, UINT32_MAX, w);
+    const int64_t block = integer(f, "block_bytes", 1, INT64_MAX, w);
+    const nlohmann::json& crcs = member(f, "block_crc32", w);
+    check(crcs.is_array() && int64_t(crcs.size()) == bytes / block + (bytes % block != 0),
+          "{}: block_crc32 does not hold one checksum per block", w);
+    for (const nlohmann::json& c : crcs) json_integer(c, 0, UINT32_MAX, w + " block_crc32");
   }
   const nlohmann::json& tensors = member(j, "tensors", where);
   check(tensors.is_object(), "{} \"tensors\" is not an object", where);

@@ -16,8 +16,8 @@ namespace meshtrain::checkpoint {
 // The text of a metadata.json (`where` names it in errors): a JSON object of
 // format "meshtrain-checkpoint" and version kCheckpointFormatVersion with
 // iteration, skipped_steps and consumed_samples (integers >= 0), rng.seed,
-// dtypes (weight BF16 or F32, optional master F32), files (each with bytes
-// and crc32) and tensors, each with a 2-d global_shape and shards whose
+// dtypes (weight BF16 or F32, optional master F32), files (each with bytes,
+// crc32, block_bytes and one block_crc32 per block) and tensors, each with a 2-d global_shape and shards whose
 // file is one of `files`, and whose global_offset, local_shape and
 // flattened_range lie inside the tensor and the shard.
 nlohmann::json parse_metadata(std::string_view text, const std::string& where);
