@@ -12,6 +12,7 @@
 
 #include "meshtrain/checkpoint/checkpoint.h"
 #include "meshtrain/checkpoint/checkpoint_dir.h"
+#include "meshtrain/checkpoint/metadata.h"
 #include "meshtrain/checkpoint/safetensors.h"
 #include "meshtrain/checkpoint/shard_io.h"
 #include "meshtrain/comm/agreed_error.h"
@@ -32,43 +33,7 @@ nlohmann::json read_metadata(const std::string& path) {
   check(in.good(), "cannot read {}", f.string());
   std::stringstream ss;
   ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  check(j.is_object() && j.value("format", "") == "meshtrain-checkpoint", "{} is not meshtrain checkpoint metadata",
-        f.string());
-  const int v =
-      j.contains("format_version") && j["format_version"].is_number_integer() ? j["format_version"].get<int>() : -1;
-  check(v == kCheckpointFormatVersion, "metadata format version {} is unknown (this meshtrain reads version {})", v,
-        kCheckpointFormatVersion);
-  for (const char* k : {"iteration", "tensors", "files", "rng", "skipped_steps", "consumed_samples"})
-    check(j.contains(k), "metadata.json lacks \"{}\"", k);
-  return j;
-}
-
-// Every tensor of this model is in the checkpoint with its global shape and
-// all its elements; the checkpoint holds no other tensor.
-void check_tensors(const nlohmann::json& meta, const ModelConfig& m) {
-  const Layout serial = Layout::build(m, ParallelConfig{}, 0, 0);
-  const nlohmann::json& tensors = meta["tensors"];
-  std::set<std::string> names;
-  for (const Unit& u : serial.units()) {
-    for (const ParamSpec& s : u.params) {
-      names.insert(s.name);
-      check(tensors.contains(s.name), "tensor {} of the model is missing", s.name);
-      const nlohmann::json& t = tensors[s.name];
-      const std::vector<int64_t> shape = t.at("global_shape"), want{s.rows, s.cols};
-      check(shape == want, "tensor {} has shape [{}], the model needs [{}, {}]", s.name, fmt::join(shape, ", "),
-            s.rows, s.cols);
-      int64_t covered = 0;
-      for (const auto& sh : t.at("shards")) {
-        const std::vector<int64_t> r = sh.at("flattened_range");
-        covered += r.at(1) - r.at(0);
-      }
-      check(covered == s.rows * s.cols, "tensor {}: its shards hold {} of its {} elements", s.name, covered,
-            s.rows * s.cols);
-    }
-  }
-  for (const auto& [name, t] : tensors.items())
-    check(names.count(name) == 1, "it holds tensor {}, which this model does not have", name);
+  return parse_metadata(ss.str(), f.string());
 }
 
 int64_t bytes_of(const fs::path& p) {
@@ -264,7 +229,7 @@ void verify_checkpoint(const std::string& dir, const ModelConfig& m, uint64_t se
   try {
     const std::string path = resolve_checkpoint(dir);
     const nlohmann::json meta = read_metadata(path);
-    check_tensors(meta, m);
+    check_metadata_tensors(meta, m);
     const uint64_t saved = meta["rng"].value("seed", uint64_t{0});
     check(saved == seed, "it was trained with --seed {}, this run has --seed {} (the data order would differ)", saved,
           seed);
