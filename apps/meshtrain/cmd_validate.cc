@@ -2,6 +2,7 @@
 // in-sample, refitted (--fit) or leave-one-source-out (--cv source,
 // tune/validate_cv.h). Exits non-zero when no row could be compared or any
 // row is malformed (each is listed on stderr).
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -48,7 +49,12 @@ void print_summary(const tune::Validation& v) {
   if (!v.not_fitting.empty()) fmt::print("published runs the model says do not fit: {}\n", fmt::join(v.not_fitting, " "));
   if (!v.oom_mismatch.empty())
     fmt::print("runs reported out of memory that the model says fit: {}\n", fmt::join(v.oom_mismatch, " "));
+  for (const auto& w : tune::sweep_rankings(v))
+    fmt::print("sweep {} / {} / {} ({}): {} layouts, Spearman {:.2f} (predicted vs published)\n", w.source, w.model,
+               w.system, w.metric, w.layouts, w.spearman);
 }
+
+std::string shrinkage_name(double k) { return std::isinf(k) ? "inf (pooled)" : fmt::format("{:g}", k); }
 
 void print_folds(const tune::CrossValidation& cv) {
   fmt::print("\nleave-one-source-out: each source predicted with efficiency data fitted without it\n");
@@ -56,10 +62,16 @@ void print_folds(const tune::CrossValidation& cv) {
   for (const auto& f : cv.sources) {
     std::string fitted;
     for (const auto& [s, p] : f.fitted) fitted += fmt::format("{}{}: {:.2f}/{:.2f}", fitted.empty() ? "" : ", ", s, p.emax, p.flash);
+    for (const auto& [s, p] : f.by_profile) fitted += fmt::format(", {}: {:.2f}/{:.2f}", s, p.emax, p.flash);
     if (!f.pooled.empty()) fitted += fmt::format(" (pooled over systems: {})", fmt::join(f.pooled, " "));
     fmt::print("{:<28} {:>4} {:>7.1f}% {:>7.1f}%  {}\n", f.source.substr(0, 28), f.errors.rows,
                100 * f.errors.median_abs_error, 100 * f.errors.max_abs_error, fitted);
   }
+  fmt::print("\nper-profile shrinkage k (row-equivalents of the system's pooled fit; inf: one fit per system):\n");
+  for (const auto& k : cv.by_shrinkage)
+    fmt::print("  k {:<13} median {:.1f}%, max {:.1f}%, objective {:.4f}{}\n", shrinkage_name(k.shrinkage),
+               100 * k.errors.median_abs_error, 100 * k.errors.max_abs_error, k.objective,
+               k.shrinkage == cv.shrinkage ? "  <- chosen" : "");
 }
 
 // Non-zero when nothing was compared or any row was malformed.
@@ -72,19 +84,33 @@ int verdict(const tune::Validation& v) {
 int run_validate(const ValidateArgs& a) {
   const tune::CsvTable table = tune::read_csv_file(a.file);
   if (a.fit) {
-    const auto fits = tune::fit_efficiency(tune::read_runs(table));
+    const tune::EfficiencyFits fits = tune::fit_efficiency(tune::read_runs(table));
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& f : fits) {
+    for (const auto& f : fits.systems) {
+      nlohmann::json profiles = nlohmann::json::object();
+      for (const auto& [name, p] : f.profiles)
+        profiles[name] = {{"emax", p.point.emax}, {"flash_attention_efficiency", p.point.flash}, {"rows", p.rows},
+                          {"cv_abs_error", p.cv_abs_error}};
       j.push_back({{"system", f.system}, {"emax", f.best.emax}, {"flash_attention_efficiency", f.best.flash},
                    {"rows", f.errors.rows}, {"median_abs_error", f.errors.median_abs_error},
-                   {"max_abs_error", f.errors.max_abs_error}});
-      if (!a.json)
-        fmt::print("{:<14} {:>3} rows: emax {:.2f}, flash {:.2f}: in-sample median {:.1f}%, max {:.1f}%\n", f.system,
-                   f.errors.rows, f.best.emax, f.best.flash, 100 * f.errors.median_abs_error,
-                   100 * f.errors.max_abs_error);
+                   {"max_abs_error", f.errors.max_abs_error}, {"cv_abs_error", f.cv_abs_error},
+                   {"profiles", profiles}});
+      if (a.json) continue;
+      fmt::print("{:<14} {:>3} rows: emax {:.2f}, flash {:.2f}: in-sample median {:.1f}%, max {:.1f}%; "
+                 "held-out 80th percentile {:.1f}%\n",
+                 f.system, f.errors.rows, f.best.emax, f.best.flash, 100 * f.errors.median_abs_error,
+                 100 * f.errors.max_abs_error, 100 * f.cv_abs_error);
+      for (const auto& [name, p] : f.profiles)
+        fmt::print("  profile {:<24} {:>3} rows: emax {:.2f}, flash {:.2f}\n", name, p.rows, p.point.emax,
+                   p.point.flash);
     }
-    if (a.json) std::cout << j.dump(2) << "\n";
-    return fits.empty() ? 1 : 0;
+    if (a.json) std::cout << nlohmann::json{{"shrinkage", std::isinf(fits.shrinkage) ? nlohmann::json("inf")
+                                                                                    : nlohmann::json(fits.shrinkage)},
+                                            {"systems", j}}.dump(2)
+                          << "\n";
+    else
+      fmt::print("per-profile shrinkage k = {} (chosen by leave-one-source-out)\n", shrinkage_name(fits.shrinkage));
+    return fits.systems.empty() ? 1 : 0;
   }
   if (!a.cv.empty()) {
     check(a.cv == "source", "--cv: '{}' is not a fold kind (source)", a.cv);
@@ -117,7 +143,8 @@ void add_validate_command(CLI::App& app, Runner& run) {
   c->add_flag("--json", a->json, "{rows: [{id, filled, prediction, reported, error}], median_abs_error, ...}");
   c->add_option("--cv", a->cv,
                 "source: refit each system's efficiency data without one source's rows and predict that source");
-  c->add_flag("--fit", a->fit, "Fit each system's efficiency data (emax, flash) to all of its rows and print it");
+  c->add_flag("--fit", a->fit, "Fit each system's efficiency data (emax, flash) to all of its rows, and each framework profile's "
+              "shrunk toward it, and print them");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
   c->callback([a, &run] { run = [a] { return run_validate(*a); }; });
 }

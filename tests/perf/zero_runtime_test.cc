@@ -58,7 +58,7 @@ TEST(ZeroRuntime, DeepSpeedBoundsTheBuffersAWholeBlockWouldNeed) {
   EXPECT_LT(deepspeed, 8e9);  // 1e9 live parameters, 5e8-element bf16 buckets
   const SystemSpec s = load_system_spec("dgx-a100-80gb");
   EXPECT_FALSE(estimate_memory(m, p, s, cache).fits());
-  EXPECT_TRUE(estimate_memory(m, p, s, cache, ds).fits());
+  EXPECT_TRUE(estimate_memory(m, p, s, cache, framework_profile("deepspeed-zero3").options).fits());
 }
 
 // At a fixed model, the per-call latencies of ZeRO-3 make a step at

@@ -9,5 +9,9 @@ namespace meshtrain {
 double median_of(std::vector<double> v);
 // Quantile q in [0, 1] with linear interpolation between order statistics.
 double quantile_of(std::vector<double> v, double q);
+// Spearman's rank correlation of paired samples (ties get their mean rank):
+// the Pearson correlation of the ranks. 0 when fewer than two pairs or a
+// sample is constant; x and y must have the same length.
+double spearman(const std::vector<double>& x, const std::vector<double>& y);
 
 }  // namespace meshtrain

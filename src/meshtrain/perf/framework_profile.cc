@@ -42,8 +42,11 @@ std::vector<FrameworkProfile> build() {
   // stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
   // reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
   const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6};
-  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1}, fsdp2_fp32{0, 0, false, 1, 1};
+  // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs).
+  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true}, fsdp2_fp32{0, 0, false, 1, 1, true};
   const PerfOptions none;
+  PerfOptions torchtitan = overlapping(true, false, false, false, fsdp2_fp32);
+  torchtitan.op_level_selective = true;
   return {
       make("megatron-lm-2021", {true, false, false, false, false}, {0}, none,
            "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism, selective "
@@ -71,10 +74,13 @@ std::vector<FrameworkProfile> build() {
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
            "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
            "reduce-scattered in fp16 overlapping the backward"),
-      make("torchtitan-2024", {false, true, true, true, true}, {3}, overlapping(true, false, false, false, fsdp2_fp32),
+      make("torchtitan-2024", {false, true, true, true, true}, {3}, torchtitan,
            "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
            "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
-           "(flash) attention, selective or full activation checkpointing"),
+           "(flash) attention, full or selective activation checkpointing; its selective 'op' mode is op-level "
+           "(torch.utils.checkpoint policy in torchtitan's parallelize_llama.py, 2024: save the output of every "
+           "other aten.mm and of scaled_dot_product_attention, recompute the rest), not Megatron's attention-core "
+           "recompute"),
   };
 }
 

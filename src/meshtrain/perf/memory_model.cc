@@ -1,6 +1,7 @@
 #include "meshtrain/perf/memory_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "meshtrain/model/activations.h"
 
@@ -162,21 +163,42 @@ double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int
   return CommBufferWalk(L, p, boundary, z).run(s.stages[stage]);
 }
 
+double op_level_stash_bytes(const ModelConfig& m, const ParallelConfig& p) {
+  const double e = p.bf16 ? 2 : 4, t = p.tp;
+  const double n = double(p.micro_batch_size) * m.seq_length, ns = p.sequence_parallel ? n / t : n;
+  const double h = m.hidden_size, kv = double(m.kv_heads()) * m.head_dim(), f = m.ffn();
+  // Matmul outputs per token in execution order; every other one is kept.
+  std::vector<double> mm = {h / t, kv / t, kv / t, h};
+  if (m.gated_mlp) mm.insert(mm.end(), {f / t, f / t, h});
+  else mm.insert(mm.end(), {f / t, h});
+  auto aligned = [](double bytes) { return std::ceil(bytes / 64) * 64; };
+  double b = aligned(ns * h * e) + aligned(n * h / t * e);  // input, attention output
+  b += aligned(double(p.micro_batch_size) * m.num_attention_heads / t * m.seq_length * 4);  // log-sum-exp
+  for (size_t i = 0; i < mm.size(); i += 2) b += aligned(n * mm[i] * e);
+  return b;
+}
+
 MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
-                         PerfCache& cache, const ZeroRuntime& z) {
+                         PerfCache& cache, const PerfOptions& o) {
   const StageLayout& L = cache.stage_layout(m, p, stage);
   const StateBytes& st = L.state[p.zero_stage][p.bf16 ? 1 : 0];
   MemoryBytes b;
   b.parameters = double(st.parameters);
   b.gradients = double(st.gradients);
   b.optimizer = double(st.optimizer);
+  if (o.zero.fp32_sharded_parameters && p.bf16 && p.zero_stage == 3) {
+    b.parameters *= 2;        // fp32 shards instead of bf16
+    b.optimizer *= 8.0 / 12;  // Adam m and v, no separate master copy
+  }
 
   // Stash of one micro-batch through each chunk, as allocated (each tensor
   // 64-byte aligned).
   const int layers = L.layers_per_chunk;
   const double scores = score_matrix_bytes(m, p);
-  const double plain = double(allocated_bytes(block_stash(m, p, false))) +
-                       (p.recompute == Recompute::selective ? 0.0 : scores);
+  const bool op_level = o.op_level_selective && p.recompute == Recompute::selective;
+  const double plain = op_level ? op_level_stash_bytes(m, p)
+                                : double(allocated_bytes(block_stash(m, p, false))) +
+                                      (p.recompute == Recompute::selective ? 0.0 : scores);
   const double recomputed = double(allocated_bytes(block_stash(m, p, true)));
   double blocks = 0;
   for (int i = 0; i < layers; ++i) blocks += block_is_recomputed(p, i, layers) ? recomputed : plain;
@@ -193,27 +215,31 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   // Token ids and targets are held for every micro-batch of the step (two
   // allocations of their exact size).
   const double batch = double(mb) * double(total_bytes(embedding_stash(m, p)));
-  const double working = double(allocated_bytes(rank_working_set(m, p, has_head))) + 2 * scores;
+  // Op-level checkpointing rebuilds a block's other tensors in its backward,
+  // as full recompute does.
+  ParallelConfig wp = p;
+  if (op_level) wp.recompute = Recompute::full;
+  const double working = double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores;
   b.activations = stash + batch + working;
 
-  b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache, false, z);
+  b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache, false, o.zero);
 
   b.workspace = sys.memory.reserved_bytes + sys.memory.fragmentation * (b.activations + b.comm_buffers);
   return b;
 }
 
 MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys,
-                               PerfCache& cache, const ZeroRuntime& z) {
+                               PerfCache& cache, const PerfOptions& o) {
   MemoryEstimate r;
   r.capacity = sys.memory.hbm_bytes;
-  r.worst = stage_memory(m, p, sys, 0, cache, z);
+  r.worst = stage_memory(m, p, sys, 0, cache, o);
   // Uneven stages: a middle stage may run more layers than the first; stage
   // 1 has the most micro-batches in flight of them.
   std::vector<int> others;
   if (p.pp > 2 && p.uneven_stages()) others.push_back(1);
   if (p.pp > 1) others.push_back(p.pp - 1);
   for (int st : others) {
-    MemoryBytes b = stage_memory(m, p, sys, st, cache, z);
+    MemoryBytes b = stage_memory(m, p, sys, st, cache, o);
     if (b.total() > r.worst.total()) {
       r.worst = b;
       r.worst_stage = st;

@@ -66,14 +66,22 @@ struct MemoryEstimate {
 };
 
 // Memory of stage s alone.
-// `z` describes the framework's ZeRO runtime (perf_options.h); the default
-// is the engine's.
+// `o` describes the framework (perf_options.h): its ZeRO runtime and, with
+// o.op_level_selective, what selective recompute keeps (op_level_stash());
+// the default is the engine's.
 MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, int stage,
-                         PerfCache& cache, const ZeroRuntime& z = {});
+                         PerfCache& cache, const PerfOptions& o = {});
 
 // The config must be valid (validate(m, p)).
 MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s,
-                               PerfCache& cache, const ZeroRuntime& z = {});
+                               PerfCache& cache, const PerfOptions& o = {});
+
+// What one block stashes under op-level selective activation checkpointing
+// (PerfOptions::op_level_selective), in bytes as allocated: its input, the
+// outputs of the 1st, 3rd, ... of its matmuls in execution order (q, k, v,
+// output projection, then w1, w3, w2 gated or fc1, fc2 plain: q, v, w1 and
+// w2 gated; q, v, fc1 plain), and attention's output and log-sum-exp.
+double op_level_stash_bytes(const ModelConfig& m, const ParallelConfig& p);
 
 // Most bytes of stashed activations stage s holds at once when the stash of
 // one micro-batch through chunk c takes chunk_bytes[c]: a walk of the

@@ -18,6 +18,13 @@
 //                    instead of fp32 (the engine).
 //   prefetch_units   units gathered ahead of the one in use (FSDP's forward
 //                    and backward prefetch: 1; engine: 0).
+//   fp32_sharded_parameters  the shards the rank keeps between steps are the
+//                    fp32 parameters the optimizer updates, cast to bf16
+//                    only when gathered (FSDP's mixed precision: "outside
+//                    forward and backward, the sharded parameters are kept in
+//                    full precision"): 4 + 4 + 8 bytes per element (weights,
+//                    gradients, Adam m and v) instead of the engine's bf16
+//                    weights plus fp32 master copy, 2 + 4 + 12.
 //   gather_calls_per_unit  all-gathers issued per unit: 1 (engine, FSDP: one
 //                    flat buffer per block); DeepSpeed gathers per sub-module
 //                    (QKV, projection, the two MLP matrices, the LayerNorms
@@ -34,9 +41,17 @@ struct ZeroRuntime {
   bool reduce_in_model_dtype = false;
   int prefetch_units = 0;
   int gather_calls_per_unit = 1;
+  bool fp32_sharded_parameters = false;
 };
 
 struct PerfOptions {
+  // Recompute::selective as torchtitan's op-level selective activation
+  // checkpointing (its policy: per block, keep the outputs of every other
+  // matmul, counting from the first, and of attention; recompute the rest,
+  // element-wise ops included, in the backward) instead of Megatron's
+  // selective recompute of the attention core. Memory: memory_model.h;
+  // time: time_model.h.
+  bool op_level_selective = false;
   bool overlap_grad_reduce = false;   // step-end gradient reduction runs under the last backward
   bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
   bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs

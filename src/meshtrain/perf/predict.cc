@@ -66,7 +66,7 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
   PerfCache& cache = cache_or_null ? *cache_or_null : local;
 
   Prediction r;
-  const MemoryEstimate mem = estimate_memory(m, p, s, cache, o.zero);
+  const MemoryEstimate mem = estimate_memory(m, p, s, cache, o);
   r.memory = mem.worst;
   r.memory_stage = mem.worst_stage;
   r.memory_capacity = mem.capacity;

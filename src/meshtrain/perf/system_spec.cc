@@ -103,6 +103,26 @@ void SystemSpec::validate() const {
   check(finite_nonneg(network.latency_s), "system {}: network latency must be finite and not negative (got {} us)",
         name, network.latency_s * 1e6);
   check_efficiency(network.efficiency, name, "network");
+  for (const auto& [profile, e] : profile_efficiency) {
+    const std::string what = "profile " + profile;
+    if (e.matmul_efficiency_bf16) check_efficiency(*e.matmul_efficiency_bf16, name, what + " bf16 matmul");
+    if (e.flash_attention_efficiency)
+      check_efficiency(Curve(*e.flash_attention_efficiency), name, what + " flash attention");
+    check(e.prediction_error >= 0 && e.prediction_error < 1, "system {}: {}: cv_abs_error must be in [0, 1) (got {})",
+          name, what, e.prediction_error);
+  }
+}
+
+SystemSpec SystemSpec::for_profile(const std::string& profile) const {
+  SystemSpec s = *this;
+  s.profile_efficiency.clear();
+  const auto it = profile_efficiency.find(profile);
+  if (it == profile_efficiency.end()) return s;
+  const ProfileEfficiency& e = it->second;
+  if (e.matmul_efficiency_bf16) s.compute.matmul_efficiency_bf16 = *e.matmul_efficiency_bf16;
+  if (e.flash_attention_efficiency) s.compute.flash_attention_efficiency = *e.flash_attention_efficiency;
+  if (e.prediction_error > 0) s.prediction_error = e.prediction_error;
+  return s;
 }
 
 GroupPlacement place_group(const SystemSpec& s, int size, int stride) {
@@ -128,6 +148,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "description", s.description);
   get(j, "devices_per_node", s.devices_per_node);
   get(j, "cv_abs_error", s.prediction_error);
+  get(j, "efficiency_group", s.efficiency_group);
   if (j.contains("compute")) {
     const auto& c = j.at("compute");
     get(c, "peak_tflops_bf16", s.compute.peak_tflops_bf16);
@@ -187,6 +208,16 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
     s.network.latency_s = us * 1e-6;
     get(n, "efficiency", s.network.efficiency);
   }
+  if (j.contains("profile_efficiency"))
+    for (auto it = j.at("profile_efficiency").begin(); it != j.at("profile_efficiency").end(); ++it) {
+      ProfileEfficiency e;
+      const auto& v = it.value();
+      if (v.contains("matmul_efficiency_bf16")) e.matmul_efficiency_bf16 = v.at("matmul_efficiency_bf16").get<Curve>();
+      if (v.contains("flash_attention_efficiency"))
+        e.flash_attention_efficiency = v.at("flash_attention_efficiency").get<double>();
+      get(v, "cv_abs_error", e.prediction_error);
+      s.profile_efficiency[it.key()] = std::move(e);
+    }
   if (j.contains("sources"))
     for (auto it = j.at("sources").begin(); it != j.at("sources").end(); ++it)
       s.sources[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
@@ -232,6 +263,14 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"efficiency", s.network.efficiency}}},
       {"sources", s.sources}};
   if (s.prediction_error > 0) j["cv_abs_error"] = s.prediction_error;
+  if (!s.efficiency_group.empty()) j["efficiency_group"] = s.efficiency_group;
+  for (const auto& [profile, e] : s.profile_efficiency) {
+    nlohmann::json v = nlohmann::json::object();
+    if (e.matmul_efficiency_bf16) v["matmul_efficiency_bf16"] = *e.matmul_efficiency_bf16;
+    if (e.flash_attention_efficiency) v["flash_attention_efficiency"] = *e.flash_attention_efficiency;
+    if (e.prediction_error > 0) v["cv_abs_error"] = e.prediction_error;
+    j["profile_efficiency"][profile] = v;
+  }
 }
 
 SystemSpec load_system_spec(const std::string& name_or_path) {

@@ -71,6 +71,18 @@ struct ComputeSpec {
   double action_overhead_s = 0;    // host-side cost per forward or backward of one chunk
 };
 
+// Efficiency data of one software generation (a framework profile,
+// perf/framework_profile.h) on a system, fitted to that profile's published
+// runs and shrunk toward the system's pooled fit (docs/PERFORMANCE-MODEL.md,
+// "Fitting the efficiency data"). JSON, in "profile_efficiency": {"<profile>":
+// {"matmul_efficiency_bf16": curve, "flash_attention_efficiency": x,
+// "cv_abs_error": e}}; a field left out keeps the system's value.
+struct ProfileEfficiency {
+  std::optional<Curve> matmul_efficiency_bf16;
+  std::optional<double> flash_attention_efficiency;
+  double prediction_error = 0;  // as SystemSpec::prediction_error, over the profile's rows; 0: the system's
+};
+
 struct SystemSpec {
   std::string name;
   std::string description;
@@ -85,6 +97,19 @@ struct SystemSpec {
   // efficiency data fitted without its own source (`meshtrain validate --cv
   // source`). JSON "cv_abs_error"; 0 when not known.
   double prediction_error = 0;
+  std::map<std::string, ProfileEfficiency> profile_efficiency;  // by profile name
+  // Systems of one device (the same silicon and kernels in other nodes:
+  // DGX A100 40GB and 80GB, an IBM A100 cluster) share their efficiency
+  // data: the fit pools their rows. JSON "efficiency_group"; empty: the
+  // system's name.
+  std::string efficiency_group;
+  const std::string& group() const { return efficiency_group.empty() ? name : efficiency_group; }
+
+  // This system as software of `profile` runs on it: the profile's
+  // efficiency data and error in place of the pooled ones (a copy without
+  // profile_efficiency); the system as it is for a profile it has no entry
+  // for, or an empty name.
+  SystemSpec for_profile(const std::string& profile) const;
 
   double peak_flops(bool bf16) const {
     return 1e12 * (bf16 ? compute.peak_tflops_bf16 : compute.peak_tflops_fp32);

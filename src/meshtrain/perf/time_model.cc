@@ -87,6 +87,15 @@ struct Pricer {
     return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e) + rope;
   }
   double block_memory_backward() const { return 2 * block_memory_forward(); }
+  // Op-level selective checkpointing (PerfOptions::op_level_selective) runs
+  // again the matmuls it did not keep (the 2nd, 4th, ... in execution order:
+  // k, output projection, w3 gated; k, output projection, fc2 plain) and
+  // every element-wise op of the block; attention's output is kept.
+  double op_level_recompute() const {
+    const double kv = double(m.kv_heads()) * m.head_dim();
+    const double mlp = m.gated_mlp ? gemm(n, h, f / t) : gemm(n, f / t, h);
+    return gemm(n, h, kv / t) + gemm(n, h / t, h) + mlp + block_memory_forward();
+  }
   // TP collectives of one pass (forward, or backward) through a block.
   double block_tp_pass() const {
     if (t == 1) return 0;
@@ -126,7 +135,7 @@ struct Pricer {
       bwd_tp += exposed_tp(pass, gf);
       bytes += block_tp_pass_bytes();
     } else if (p.recompute == Recompute::selective) {
-      bwd_compute += attention_forward();
+      bwd_compute += o.op_level_selective ? op_level_recompute() : attention_forward();
     }
     Block b{};
     b.cost.forward_compute_s = fwd_compute;

@@ -18,7 +18,8 @@
 //
 // Recompute: full recompute runs a block's forward again (with its tensor-
 // parallel collectives) inside its backward; selective runs the attention
-// core again.
+// core again, or with PerfOptions::op_level_selective (torchtitan) the
+// matmuls it did not keep and the block's element-wise ops.
 //
 // Communication per micro-batch (collective.h prices each):
 //   TP: per block 2 all-reduces forward and 2 backward of the block's

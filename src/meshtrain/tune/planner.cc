@@ -45,7 +45,7 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
       ++r.dropped[reason_of(e.what())];
       return;
     }
-    if (!perf::estimate_memory(m, p, s, cache, o.zero).fits()) {
+    if (!perf::estimate_memory(m, p, s, cache, o).fits()) {
       ++r.dropped["out of memory"];
       return;
     }
@@ -71,7 +71,7 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
       } catch (const Error&) {
         return false;
       }
-      return perf::estimate_memory(m, q, s, cache, o.zero).fits();
+      return perf::estimate_memory(m, q, s, cache, o).fits();
     };
     if (!fits(layers - 1)) continue;
     int lo = 1, hi = layers - 1;  // smallest k in [lo, hi] that fits; hi fits

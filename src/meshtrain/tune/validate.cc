@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/stats.h"
 #include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/tune/planner.h"
 
@@ -219,6 +222,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   check(!p.system.empty(), "column system is blank");
   p.source = trim(t.field(r, "source_key"));
   if (p.source.empty()) p.source = trim(t.field(r, "source"));
+  p.profile = trim(t.field(r, "profile"));
   read_model(t, r, p.model);
   p.num_gpus = required_count(t, r, "num_gpus");
   p.global_batch = required_count(t, r, "global_batch");
@@ -283,6 +287,8 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.id = row.id;
   res.system = row.system;
   res.source = row.source;
+  res.profile = row.profile;
+  res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
   if (memo && hit != memo->end()) {
@@ -350,13 +356,36 @@ Validation validate_runs(const CsvTable& t, perf::PerfCache* cache_or_null) {
   for (const RunRow& row : runs.rows) {
     try {
       if (!systems.count(row.system)) systems.emplace(row.system, perf::load_system_spec(row.system));
-      v.rows.push_back(predict_run(row, systems.at(row.system), cache, &memo));
+      v.rows.push_back(predict_run(row, systems.at(row.system).for_profile(row.profile), cache, &memo));
     } catch (const Error& e) {
       v.skipped.push_back(fmt::format("{} line {}: {}", row.id, row.line, e.what()));
     }
   }
   tally(v);
   return v;
+}
+
+std::vector<SweepRank> sweep_rankings(const Validation& v, int min_layouts) {
+  struct Group {
+    std::vector<double> predicted, reported;
+    std::set<std::string> layouts;
+  };
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, Group> groups;
+  for (const RowResult& r : v.rows) {
+    if (!r.compared) continue;
+    Group& g = groups[{r.source, r.model, r.system, r.metric}];
+    g.predicted.push_back(r.predicted);
+    g.reported.push_back(r.reported);
+    g.layouts.insert(describe(r.config) + fmt::format(" gbs={}", r.config.global_batch_size));
+  }
+  std::vector<SweepRank> out;
+  for (const auto& [k, g] : groups) {
+    if (int(g.layouts.size()) < min_layouts) continue;
+    const auto& [source, model, system, metric] = k;
+    out.push_back({source, model, system, metric, int(g.predicted.size()), int(g.layouts.size()),
+                   spearman(g.predicted, g.reported)});
+  }
+  return out;
 }
 
 nlohmann::json validation_json(const Validation& v) {
@@ -375,6 +404,10 @@ nlohmann::json validation_json(const Validation& v) {
     j["error"] = r.compared ? nlohmann::json(r.error) : nlohmann::json(nullptr);
     rows.push_back(std::move(j));
   }
+  nlohmann::json sweeps = nlohmann::json::array();
+  for (const SweepRank& w : sweep_rankings(v))
+    sweeps.push_back({{"source", w.source}, {"model", w.model}, {"system", w.system}, {"metric", w.metric},
+                      {"rows", w.rows}, {"layouts", w.layouts}, {"spearman", w.spearman}});
   nlohmann::json by = nlohmann::json::object();
   for (const auto& [s, e] : v.by_system)
     by[s] = {{"rows", e.rows}, {"median_abs_error", e.median_abs_error}, {"max_abs_error", e.max_abs_error}};
@@ -385,6 +418,7 @@ nlohmann::json validation_json(const Validation& v) {
           {"by_system", by},
           {"not_fitting", v.not_fitting},
           {"oom_mismatch", v.oom_mismatch},
+          {"sweeps", sweeps},
           {"skipped", v.skipped}};
 }
 

@@ -47,6 +47,7 @@ namespace meshtrain::tune {
 struct RunRow {
   std::string id, system;
   std::string source;  // column source_key, else source: rows of one publication
+  std::string profile; // column profile (perf/framework_profile.h); may be empty
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -71,6 +72,8 @@ struct RowResult {
   std::string id;
   std::string system;
   std::string source;
+  std::string profile;
+  std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
   perf::Prediction prediction;
@@ -81,7 +84,8 @@ struct RowResult {
   bool expected_oom = false;                  // the row reports running out of memory
 };
 
-// Plans (or predicts) one row on `system`. `memo` (may be null) holds the
+// Plans (or predicts) one row on `system` (as the caller passes it: with
+// the row's profile efficiency applied, SystemSpec::for_profile, or not). `memo` (may be null) holds the
 // plans of rows already seen on the same system data, by RunRow::key.
 using PlanMemo = std::map<std::string, std::pair<ParallelConfig, perf::Prediction>>;
 RowResult predict_run(const RunRow& row, const perf::SystemSpec& system, perf::PerfCache& cache,
@@ -104,6 +108,17 @@ struct Validation {
 
 // Fills not_fitting, oom_mismatch, all and by_system from `rows`.
 void tally(Validation& v);
+
+// A published sweep: compared rows sharing source, model name, system and
+// metric with at least `min_layouts` distinct layouts (parallel config and
+// global batch), and Spearman's rank correlation of predicted and reported
+// figures over its rows: whether the model orders the layouts as published.
+struct SweepRank {
+  std::string source, model, system, metric;
+  int rows = 0, layouts = 0;
+  double spearman = 0;
+};
+std::vector<SweepRank> sweep_rankings(const Validation& v, int min_layouts = 8);
 
 // Systems are loaded by name (load_system_spec) from each row's `system`.
 Validation validate_runs(const CsvTable& table, perf::PerfCache* cache = nullptr);

@@ -1,12 +1,14 @@
 #include "meshtrain/tune/validate_cv.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/stats.h"
 
 namespace meshtrain::tune {
 
@@ -21,6 +23,7 @@ struct GridResults {
   std::vector<const RunRow*> rows;
   std::vector<std::vector<RowResult>> at;
   std::vector<std::string> skipped;  // rows whose system could not be loaded
+  std::vector<std::string> group;    // efficiency group of each row's system
 };
 
 GridResults evaluate_grid(const RunRows& runs) {
@@ -35,6 +38,7 @@ GridResults evaluate_grid(const RunRows& runs) {
       // listed once here, as `validate` lists it, rather than ending the fit.
       (void)predict_run(r, systems.at(r.system), cache, nullptr);
       g.rows.push_back(&r);
+      g.group.push_back(systems.at(r.system).group());
     } catch (const Error& e) {
       g.skipped.push_back(fmt::format("{} line {}: {}", r.id, r.line, e.what()));
     }
@@ -57,31 +61,156 @@ GridResults evaluate_grid(const RunRows& runs) {
   return g;
 }
 
-// The grid point that minimizes the objective over rows `idx`.
-size_t best_point(const GridResults& g, const std::vector<size_t>& idx) {
+struct Score {
+  bool fits = true;
+  int compared = 0;
+  double objective = 0;
+};
+
+// The fit's objective over `idx` at grid point p.
+Score score(const GridResults& g, size_t p, const std::vector<size_t>& idx) {
+  Score s;
+  double sq = 0, mx = 0;
+  for (size_t i : idx) {
+    const RowResult& r = g.at[p][i];
+    if (!r.expected_oom && !r.prediction.fits) s.fits = false;
+    if (!r.compared) continue;
+    sq += r.error * r.error;
+    mx = std::max(mx, std::fabs(r.error));
+    ++s.compared;
+  }
+  s.objective = s.compared ? sq / s.compared + 0.5 * mx * mx : 0;
+  return s;
+}
+
+double objective_of(const std::vector<double>& errors) {
+  double sq = 0, mx = 0;
+  for (double e : errors) {
+    sq += e * e;
+    mx = std::max(mx, std::fabs(e));
+  }
+  return errors.empty() ? 0 : sq / double(errors.size()) + 0.5 * mx * mx;
+}
+
+// The grid point that minimizes the objective over rows `idx`; with
+// `pooled`, the objective shrunk toward the objective over `pooled` by k
+// row-equivalents (validate_cv.h).
+size_t best_point(const GridResults& g, const std::vector<size_t>& idx, const std::vector<size_t>* pooled = nullptr,
+                  double k = 0) {
   size_t best = 0;
   double best_obj = std::numeric_limits<double>::infinity();
   bool best_fits = false;
   for (size_t p = 0; p < g.grid.size(); ++p) {
-    double sq = 0, mx = 0;
-    int n = 0;
-    bool fits = true;
-    for (size_t i : idx) {
-      const RowResult& r = g.at[p][i];
-      if (!r.expected_oom && !r.prediction.fits) fits = false;
-      if (!r.compared) continue;
-      sq += r.error * r.error;
-      mx = std::max(mx, std::fabs(r.error));
-      ++n;
-    }
-    const double obj = n ? sq / n + 0.5 * mx * mx : 0;
-    if ((fits && !best_fits) || (fits == best_fits && obj < best_obj)) {
+    const Score s = score(g, p, idx);
+    double obj = s.objective;
+    if (pooled && k > 0) obj = (s.compared * s.objective + k * score(g, p, *pooled).objective) / (s.compared + k);
+    if ((s.fits && !best_fits) || (s.fits == best_fits && obj < best_obj)) {
       best = p;
       best_obj = obj;
-      best_fits = fits;
+      best_fits = s.fits;
     }
   }
   return best;
+}
+
+// Rows of each efficiency group (systems of one device), and of each
+// (group, profile), among `idx`.
+struct Split {
+  std::map<std::string, std::vector<size_t>> system, profile;  // by group; profile key: "group/profile"
+};
+Split split(const GridResults& g, const std::vector<size_t>& idx) {
+  Split s;
+  for (size_t i : idx) {
+    const RunRow& r = *g.rows[i];
+    s.system[g.group[i]].push_back(i);
+    if (!r.profile.empty()) s.profile[g.group[i] + "/" + r.profile].push_back(i);
+  }
+  return s;
+}
+
+// The point for rows of `profile` on a system fitted on `train`: the
+// profile's rows shrunk toward the system's (k = infinity: pooled).
+size_t profile_point(const GridResults& g, const Split& train, const std::string& system, const std::string& profile,
+                     size_t pooled_point, double k) {
+  const auto it = train.profile.find(system + "/" + profile);
+  if (std::isinf(k) || profile.empty() || it == train.profile.end()) return pooled_point;
+  return best_point(g, it->second, &train.system.at(system), k);
+}
+
+struct Folds {
+  std::vector<size_t> index;     // g.rows index of each held-out result
+  std::vector<RowResult> rows;   // held out
+  std::vector<SourceFold> sources;
+};
+
+Folds run_folds(const GridResults& g, double k) {
+  Folds out;
+  std::set<std::string> sources;
+  for (const RunRow* r : g.rows) sources.insert(r->source);
+  for (const std::string& src : sources) {
+    SourceFold fold;
+    fold.source = src;
+    std::vector<size_t> held_idx, others;
+    for (size_t i = 0; i < g.rows.size(); ++i) (g.rows[i]->source == src ? held_idx : others).push_back(i);
+    const Split held = split(g, held_idx), train = split(g, others);
+    std::vector<double> errs;
+    for (const auto& [system, idx] : held.system) {
+      const bool own = train.system.count(system) > 0;
+      if (!own) fold.pooled.push_back(system);
+      const size_t p0 = own ? best_point(g, train.system.at(system)) : best_point(g, others);
+      fold.fitted[system] = g.grid[p0];
+      std::map<std::string, size_t> by_profile;
+      for (size_t i : idx) {
+        const std::string& prof = g.rows[i]->profile;
+        if (!by_profile.count(prof)) by_profile[prof] = own ? profile_point(g, train, system, prof, p0, k) : p0;
+        const size_t p = by_profile[prof];
+        if (p != p0) fold.by_profile[system + "/" + prof] = g.grid[p];
+        out.index.push_back(i);
+        out.rows.push_back(g.at[p][i]);
+        if (g.at[p][i].compared) errs.push_back(g.at[p][i].error);
+      }
+    }
+    fold.errors = summarize(errs);
+    out.sources.push_back(std::move(fold));
+  }
+  return out;
+}
+
+// Every shrinkage weight's folds scored; the chosen one (lowest held-out
+// objective, ties to the larger k) kept in `folds`.
+struct Selection {
+  double k = 0;
+  Folds folds;
+  std::vector<ShrinkageScore> scores;
+};
+Selection select_shrinkage(const GridResults& g) {
+  Selection sel;
+  double best = std::numeric_limits<double>::infinity();
+  const std::vector<double> ks = shrinkage_grid();
+  for (auto it = ks.rbegin(); it != ks.rend(); ++it) {
+    Folds f = run_folds(g, *it);
+    std::vector<double> errs;
+    for (const RowResult& r : f.rows)
+      if (r.compared) errs.push_back(r.error);
+    const double obj = objective_of(errs);
+    sel.scores.insert(sel.scores.begin(), {*it, summarize(errs), obj});
+    if (obj < best - 1e-12) {
+      best = obj;
+      sel.k = *it;
+      sel.folds = std::move(f);
+    }
+  }
+  return sel;
+}
+
+// 80th percentile of the held-out |error| of the compared rows `keep`
+// accepts; 0 with fewer than `min_rows` of them.
+double abs_error_p80(const Folds& f, const std::function<bool(const RunRow&)>& keep, const GridResults& g,
+                     int min_rows) {
+  std::vector<double> e;
+  for (size_t j = 0; j < f.rows.size(); ++j)
+    if (f.rows[j].compared && keep(*g.rows[f.index[j]])) e.push_back(std::fabs(f.rows[j].error));
+  return int(e.size()) >= min_rows ? quantile_of(e, 0.8) : 0.0;
 }
 
 }  // namespace
@@ -93,80 +222,100 @@ std::vector<EfficiencyPoint> efficiency_grid() {
   return g;
 }
 
+std::vector<double> shrinkage_grid() {
+  return {0, 1, 2, 4, 8, 16, 32, std::numeric_limits<double>::infinity()};
+}
+
 void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p) {
   std::vector<std::pair<double, double>> pts;
   for (double d = 32; d <= 16384; d *= 2) pts.emplace_back(d, p.emax * d / (d + 128));
   s.compute.matmul_efficiency_bf16 = perf::Curve(std::move(pts));
   s.compute.flash_attention_efficiency = p.flash;
+  s.profile_efficiency.clear();
 }
 
-std::vector<EfficiencyFit> fit_efficiency(const RunRows& runs) {
+EfficiencyFits fit_efficiency(const RunRows& runs) {
   const GridResults g = evaluate_grid(runs);
-  std::map<std::string, std::vector<size_t>> by_system;
-  for (size_t i = 0; i < g.rows.size(); ++i) by_system[g.rows[i]->system].push_back(i);
-  std::vector<EfficiencyFit> fits;
-  for (const auto& [system, idx] : by_system) {
-    const size_t p = best_point(g, idx);
+  const Selection sel = select_shrinkage(g);
+  std::vector<size_t> all(g.rows.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const Split sp = split(g, all);
+  std::map<std::string, std::string> group_of;  // system -> group
+  for (size_t i = 0; i < g.rows.size(); ++i) group_of[g.rows[i]->system] = g.group[i];
+  EfficiencyFits out;
+  out.shrinkage = sel.k;
+  for (const auto& [system, group] : group_of) {
+    const std::vector<size_t>& idx = sp.system.at(group);
+    EfficiencyFit fit;
+    fit.system = system;
+    const size_t p0 = best_point(g, idx);
+    fit.best = g.grid[p0];
+    auto in_group = [&](const RunRow& r) { return group_of.at(r.system) == group; };
+    fit.cv_abs_error = abs_error_p80(sel.folds, in_group, g, 1);
     std::vector<double> errs;
-    for (size_t i : idx)
-      if (g.at[p][i].compared) errs.push_back(g.at[p][i].error);
-    fits.push_back({system, g.grid[p], summarize(errs)});
+    std::map<std::string, size_t> points;
+    for (size_t i : idx) {
+      const std::string& prof = g.rows[i]->profile;
+      if (!points.count(prof)) points[prof] = profile_point(g, sp, group, prof, p0, sel.k);
+      const RowResult& r = g.at[points[prof]][i];
+      if (r.compared) errs.push_back(r.error);
+    }
+    fit.errors = summarize(errs);
+    for (const auto& [prof, p] : points) {
+      if (p == p0) continue;
+      ProfileFit pf;
+      pf.point = g.grid[p];
+      pf.rows = int(sp.profile.at(group + "/" + prof).size());
+      pf.cv_abs_error = abs_error_p80(
+          sel.folds, [&](const RunRow& r) { return in_group(r) && r.profile == prof; }, g, 3);
+      fit.profiles[prof] = pf;
+    }
+    out.systems.push_back(std::move(fit));
   }
-  return fits;
+  return out;
 }
 
 CrossValidation cross_validate_by_source(const RunRows& runs) {
   const GridResults g = evaluate_grid(runs);
+  Selection sel = select_shrinkage(g);
   CrossValidation cv;
   cv.held_out.skipped = runs.skipped;
   cv.held_out.skipped.insert(cv.held_out.skipped.end(), g.skipped.begin(), g.skipped.end());
-  std::set<std::string> sources;
-  for (const RunRow* r : g.rows) sources.insert(r->source);
-  for (const std::string& src : sources) {
-    SourceFold fold;
-    fold.source = src;
-    std::vector<size_t> others;
-    std::map<std::string, std::vector<size_t>> held, train;
-    for (size_t i = 0; i < g.rows.size(); ++i) {
-      if (g.rows[i]->source == src) {
-        held[g.rows[i]->system].push_back(i);
-      } else {
-        others.push_back(i);
-        train[g.rows[i]->system].push_back(i);
-      }
-    }
-    std::vector<double> errs;
-    for (const auto& [system, idx] : held) {
-      const bool own = train.count(system) > 0;
-      if (!own) fold.pooled.push_back(system);
-      const size_t p = own ? best_point(g, train.at(system)) : best_point(g, others);
-      fold.fitted[system] = g.grid[p];
-      for (size_t i : idx) {
-        cv.held_out.rows.push_back(g.at[p][i]);
-        if (g.at[p][i].compared) errs.push_back(g.at[p][i].error);
-      }
-    }
-    fold.errors = summarize(errs);
-    cv.sources.push_back(std::move(fold));
-  }
+  cv.held_out.rows = std::move(sel.folds.rows);
+  cv.sources = std::move(sel.folds.sources);
+  cv.shrinkage = sel.k;
+  cv.by_shrinkage = std::move(sel.scores);
   tally(cv.held_out);
   return cv;
 }
 
 nlohmann::json cross_validation_json(const CrossValidation& cv) {
   nlohmann::json j = validation_json(cv.held_out);
+  auto point = [](const EfficiencyPoint& p) {
+    return nlohmann::json{{"emax", p.emax}, {"flash_attention_efficiency", p.flash}};
+  };
   nlohmann::json folds = nlohmann::json::array();
   for (const SourceFold& f : cv.sources) {
-    nlohmann::json fitted = nlohmann::json::object();
-    for (const auto& [s, p] : f.fitted) fitted[s] = {{"emax", p.emax}, {"flash_attention_efficiency", p.flash}};
+    nlohmann::json fitted = nlohmann::json::object(), by_profile = nlohmann::json::object();
+    for (const auto& [s, p] : f.fitted) fitted[s] = point(p);
+    for (const auto& [s, p] : f.by_profile) by_profile[s] = point(p);
     folds.push_back({{"source", f.source},
                      {"rows", f.errors.rows},
                      {"median_abs_error", f.errors.median_abs_error},
                      {"max_abs_error", f.errors.max_abs_error},
                      {"fitted", fitted},
+                     {"by_profile", by_profile},
                      {"pooled", f.pooled}});
   }
+  nlohmann::json ks = nlohmann::json::array();
+  for (const ShrinkageScore& s : cv.by_shrinkage)
+    ks.push_back({{"shrinkage", std::isinf(s.shrinkage) ? nlohmann::json("inf") : nlohmann::json(s.shrinkage)},
+                  {"median_abs_error", s.errors.median_abs_error},
+                  {"max_abs_error", s.errors.max_abs_error},
+                  {"objective", s.objective}});
   j["sources"] = folds;
+  j["by_shrinkage"] = ks;
+  j["shrinkage"] = std::isinf(cv.shrinkage) ? nlohmann::json("inf") : nlohmann::json(cv.shrinkage);
   j["cv"] = "source";
   return j;
 }

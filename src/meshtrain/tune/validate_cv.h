@@ -11,13 +11,26 @@
 // + 0.5 x (max relative error)^2; grid points at which a published
 // (not out-of-memory) row does not fit are excluded while any other exists.
 //
+// Per-profile efficiency (one software generation on one system): the rows
+// of profile P on a system are fitted with the objective
+//   (n_P x objective(P's rows) + k x objective(all the system's rows)) / (n_P + k)
+// that is, shrunk toward the system's pooled fit by k row-equivalents
+// (k = 0: the profile alone; k = infinity: the pooled point). k is not
+// fitted to any row: it is the value of shrinkage_grid() whose leave-one-
+// source-out predictions have the lowest objective (ties: the larger k).
+//
+// Systems of one device share their efficiency data
+// (SystemSpec::efficiency_group): "system" below is the group, whose rows
+// are fitted together.
+//
 // Leave-one-source-out (cross_validate_by_source): for every source (the
 // row's `source` column) and every system it has rows of, the system's two
-// parameters are fitted on that system's rows from the other sources and
-// the source's rows are predicted with them. A system with no rows outside
-// the source is predicted with the point fitted on every other source's
-// rows of every system (a transfer across hardware), and the source lists it
-// in `pooled`. Each (system, grid point) is evaluated once and every fold
+// parameters are fitted on that system's rows from the other sources (and
+// each profile's on that profile's rows among them, shrunk as above) and the
+// source's rows are predicted with them. A system with no rows outside the
+// source is predicted with the point fitted on every other source's rows of
+// every system (a transfer across hardware), and the source lists it in
+// `pooled`. Each (system, grid point) is evaluated once and every fold
 // selects from those evaluations.
 #pragma once
 
@@ -36,27 +49,53 @@ struct EfficiencyPoint {
 };
 
 std::vector<EfficiencyPoint> efficiency_grid();
+// Sets the pooled efficiency data and drops the system's per-profile data.
 void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p);
+// The shrinkage weights k tried, increasing; the last is infinity.
+std::vector<double> shrinkage_grid();
+
+struct ProfileFit {
+  EfficiencyPoint point;
+  int rows = 0;
+  double cv_abs_error = 0;  // 80th percentile of its rows' held-out |error|; 0: fewer than 3 rows
+};
 
 struct EfficiencyFit {
   std::string system;
-  EfficiencyPoint best;
-  ErrorSummary errors;  // in-sample, at `best`
+  EfficiencyPoint best;   // pooled over all of the rows of the system's efficiency group
+  ErrorSummary errors;    // in-sample, each row at its profile's point
+  double cv_abs_error = 0;  // 80th percentile of the system's held-out |error|
+  std::map<std::string, ProfileFit> profiles;  // profiles whose point differs from `best`
 };
 
-// One fit per system over all of its rows.
-std::vector<EfficiencyFit> fit_efficiency(const RunRows& runs);
+struct EfficiencyFits {
+  double shrinkage = 0;  // k chosen by leave-one-source-out
+  std::vector<EfficiencyFit> systems;
+};
+
+// One fit per system over all of its rows, and per profile at the k that
+// cross-validation chooses.
+EfficiencyFits fit_efficiency(const RunRows& runs);
 
 struct SourceFold {
   std::string source;
-  ErrorSummary errors;                                // its rows, held out
-  std::map<std::string, EfficiencyPoint> fitted;      // system -> point used
-  std::vector<std::string> pooled;                    // systems fitted across hardware
+  ErrorSummary errors;                                 // its rows, held out
+  std::map<std::string, EfficiencyPoint> fitted;       // efficiency group -> pooled point used
+  std::map<std::string, EfficiencyPoint> by_profile;   // "system/profile" -> point used, where fitted apart
+  std::vector<std::string> pooled;                     // systems fitted across hardware
+};
+
+struct ShrinkageScore {
+  double shrinkage = 0;
+  ErrorSummary errors;
+  double objective = 0;  // of the held-out errors, as the fit's
 };
 
 struct CrossValidation {
-  Validation held_out;              // every row predicted with its source held out
+  Validation held_out;              // every row predicted with its source held out, at `shrinkage`
   std::vector<SourceFold> sources;  // by source name
+  double shrinkage = 0;             // k with the lowest held-out objective
+  std::vector<ShrinkageScore> by_shrinkage;
 };
 
 CrossValidation cross_validate_by_source(const RunRows& runs);

@@ -1,0 +1,224 @@
+// Efficiency data per framework profile (one software generation on one
+// system) and what the profiles change: a system file's per-profile entry
+// replaces the pooled efficiency and interval for that profile's rows; the
+// shrinkage toward the pooled fit is chosen by leave-one-source-out; and
+// torchtitan's op-level selective checkpointing is priced as what it keeps
+// and recomputes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/stats.h"
+#include "meshtrain/perf/framework_profile.h"
+#include "meshtrain/perf/memory_model.h"
+#include "meshtrain/perf/predict.h"
+#include "meshtrain/tune/planner.h"
+#include "meshtrain/tune/validate.h"
+#include "meshtrain/tune/validate_cv.h"
+
+namespace meshtrain {
+namespace {
+
+TEST(SystemSpec, ProfileEfficiencyReplacesThePooledDataForThatProfileOnly) {
+  nlohmann::json j = perf::load_system_spec("dgx-a100-80gb");
+  j["profile_efficiency"]["megatron-lm-2021"] = {
+      {"matmul_efficiency_bf16", {{128, 0.3}, {4096, 0.6}}}, {"flash_attention_efficiency", 0.33},
+      {"cv_abs_error", 0.07}};
+  const perf::SystemSpec s = j.get<perf::SystemSpec>();
+  s.validate();
+  const perf::SystemSpec a = s.for_profile("megatron-lm-2021");
+  EXPECT_DOUBLE_EQ(a.compute.matmul_efficiency_bf16(4096), 0.6);
+  EXPECT_DOUBLE_EQ(a.compute.flash_attention_efficiency, 0.33);
+  EXPECT_DOUBLE_EQ(a.prediction_error, 0.07);
+  EXPECT_TRUE(a.profile_efficiency.empty());
+  const perf::SystemSpec b = s.for_profile("fsdp-2022");
+  EXPECT_DOUBLE_EQ(b.compute.matmul_efficiency_bf16(4096), s.compute.matmul_efficiency_bf16(4096));
+  EXPECT_DOUBLE_EQ(b.prediction_error, s.prediction_error);
+  // Written back as read.
+  const nlohmann::json again = s;
+  EXPECT_DOUBLE_EQ(again["profile_efficiency"]["megatron-lm-2021"]["cv_abs_error"].get<double>(), 0.07);
+  // An efficiency above 1 is refused.
+  j["profile_efficiency"]["megatron-lm-2021"]["flash_attention_efficiency"] = 1.5;
+  EXPECT_THROW(j.get<perf::SystemSpec>().validate(), Error);
+}
+
+TEST(Stats, SpearmanIsTheCorrelationOfRanks) {
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 45}), 1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {2, 1, 4, 3, 5}), 0.8, 1e-12);  // 1 - 6 x 4 / (5 x 24)
+  EXPECT_NEAR(spearman({1, 1, 2}, {1, 2, 3}), std::sqrt(0.75), 1e-12);  // tie: mean rank
+  EXPECT_DOUBLE_EQ(spearman({1, 1, 1}, {1, 2, 3}), 0.0);
+  EXPECT_DOUBLE_EQ(spearman({1}, {1}), 0.0);
+}
+
+const char* kHeader =
+    "id,source_key,system,model_name,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,zero_stage,global_batch,"
+    "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile\n";
+
+std::string row(const std::string& id, const std::string& source, const std::string& profile, int tp, int pp,
+                double tflops, const std::string& model = "GPT 22B") {
+  return fmt::format("{},{},frontier,{},48,6144,48,2048,50688,{},{},{},,0,640,1,full,no,yes,{},hardware,{}\n", id,
+                     source, model, 16, tp, pp, tflops, profile);
+}
+
+// Two software generations on one system, two sources each: the second
+// reports 30% more for the same layouts. One pooled fit misses both by about
+// 13%; fitted apart (shrinkage chosen by the held-out error) each source is
+// predicted from the other source of its own profile.
+TEST(ProfileEfficiency, ShrinkageIsChosenByLeaveOneSourceOut) {
+  std::string text = kHeader;
+  const char* old_gen = "megatron-deepspeed-2021";
+  const char* new_gen = "megatron-deepspeed-2023";
+  for (int tp : {1, 2}) {
+    text += row(fmt::format("o1-{}", tp), "old1", old_gen, tp, 16 / tp, 60);
+    text += row(fmt::format("o2-{}", tp), "old2", old_gen, tp, 16 / tp, 60);
+    text += row(fmt::format("n1-{}", tp), "new1", new_gen, tp, 16 / tp, 78);
+    text += row(fmt::format("n2-{}", tp), "new2", new_gen, tp, 16 / tp, 78);
+  }
+  std::istringstream in(text), in_fit(text);
+  const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));
+  ASSERT_EQ(cv.held_out.all.rows, 8);
+  ASSERT_EQ(cv.by_shrinkage.size(), tune::shrinkage_grid().size());
+  EXPECT_FALSE(std::isinf(cv.shrinkage));
+  const tune::ShrinkageScore& pooled = cv.by_shrinkage.back();
+  ASSERT_TRUE(std::isinf(pooled.shrinkage));
+  EXPECT_GT(pooled.errors.median_abs_error, 0.08);
+  EXPECT_LT(cv.held_out.all.median_abs_error, pooled.errors.median_abs_error / 2);
+  for (const tune::SourceFold& f : cv.sources) EXPECT_FALSE(f.by_profile.empty()) << f.source;
+
+  const tune::EfficiencyFits fits = tune::fit_efficiency(tune::read_runs(tune::read_csv(in_fit)));
+  EXPECT_EQ(fits.shrinkage, cv.shrinkage);
+  ASSERT_EQ(fits.systems.size(), 1u);
+  const tune::EfficiencyFit& f = fits.systems[0];
+  ASSERT_FALSE(f.profiles.empty());
+  // The faster generation's point is faster; intervals come from the
+  // held-out errors of the profile's own rows (4 rows each).
+  EXPECT_GT(f.cv_abs_error, 0);
+  for (const auto& [name, p] : f.profiles) {
+    EXPECT_EQ(p.rows, 4) << name;
+    // Held out, each source is predicted from the other source of its own
+    // profile: far closer than the pooled fit's ~13%.
+    EXPECT_GT(p.cv_abs_error, 0) << name;
+    EXPECT_LT(p.cv_abs_error, 0.08) << name;
+  }
+}
+
+TEST(ProfileEfficiency, WithOneSourcePerProfileTheFoldFallsBackToThePooledFit) {
+  std::string text = kHeader;
+  for (int tp : {1, 2}) {
+    text += row(fmt::format("a-{}", tp), "a", "megatron-deepspeed-2021", tp, 16 / tp, 60);
+    text += row(fmt::format("b-{}", tp), "b", "megatron-deepspeed-2023", tp, 16 / tp, 78);
+  }
+  std::istringstream in(text);
+  const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));
+  for (const tune::SourceFold& f : cv.sources) EXPECT_TRUE(f.by_profile.empty()) << f.source;
+  // Every shrinkage gives the same held-out errors: the larger k is kept.
+  EXPECT_TRUE(std::isinf(cv.shrinkage));
+}
+
+TEST(Validate, SweepsOfEightOrMoreLayoutsAreRanked) {
+  std::string text = kHeader;
+  // 8 layouts of one model on one system from one source, reported in the
+  // order the model predicts (fewer pipeline stages, less bubble here: all
+  // within one node's 16 GPUs), and 7 of another model: too few to rank.
+  int n = 0;
+  for (int tp : {1, 2, 4, 8})
+    for (int pp : {1, 2}) {
+      text += row(fmt::format("s{}", n++), "sweep", "", tp, pp, 100 - tp - pp);
+      if (n <= 7) text += row(fmt::format("t{}", n), "sweep", "", tp, pp, 60, "GPT 22B other");
+    }
+  std::istringstream in(text);
+  const tune::Validation v = tune::validate_runs(tune::read_csv(in));
+  const auto sweeps = tune::sweep_rankings(v);
+  ASSERT_EQ(sweeps.size(), 1u);
+  EXPECT_EQ(sweeps[0].model, "GPT 22B");
+  EXPECT_EQ(sweeps[0].layouts, 8);
+  EXPECT_GE(sweeps[0].spearman, -1.0);
+  EXPECT_LE(sweeps[0].spearman, 1.0);
+  // The same figures as a ranking of their own predictions: Spearman 1.
+  tune::Validation self = v;
+  for (auto& r : self.rows) r.reported = r.predicted;
+  EXPECT_DOUBLE_EQ(tune::sweep_rankings(self)[0].spearman, 1.0);
+}
+
+TEST(Plan, CandidatesWithinTheIntervalOfTheBestAreCounted) {
+  tune::Plan plan;
+  for (double tps : {100.0, 95.0, 85.0, 70.0}) {
+    tune::Candidate c;
+    c.prediction.tokens_per_s = tps;
+    plan.ranked.push_back(c);
+  }
+  EXPECT_EQ(tune::within_error_of_best(plan, 0), 0);
+  EXPECT_EQ(tune::within_error_of_best(plan, 0.05), 1);  // 95 x 1.05 >= 100 x 0.95; 85 x 1.05 < 95
+  EXPECT_EQ(tune::within_error_of_best(plan, 0.10), 2);  // 85 x 1.1 >= 90; 70 x 1.1 < 90
+  EXPECT_EQ(tune::within_error_of_best(plan, 0.20), 3);
+}
+
+// torchtitan's op-level selective checkpointing on Llama 2 70B (64 A100,
+// FSDP2, micro-batch 1 of 4,096 tokens): it keeps per block the input, q, v,
+// w1's and w2's outputs and attention's output, so the published run fits,
+// where Megatron's selective recompute (everything but the attention core)
+// would not; its recompute (k, output projection, w3 and the element-wise
+// ops) costs more than the attention core's but less than the whole block.
+TEST(ProfileEfficiency, OpLevelSelectiveCheckpointingKeepsEveryOtherMatmul) {
+  const ModelConfig m = load_model_config("llama2-70b");
+  ASSERT_TRUE(m.gated_mlp);
+  ParallelConfig p;
+  p.dp = 64;
+  p.zero_stage = 3;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 64;
+  p.recompute = Recompute::selective;
+  p.flash_attention = true;
+  p.bf16 = true;
+  const double h = m.hidden_size, kv = double(m.kv_heads()) * m.head_dim(), f = m.ffn(), n = m.seq_length;
+  const double expected = n * 2 * (h + h + h + kv + f + h) + double(m.num_attention_heads) * n * 4;
+  EXPECT_NEAR(perf::op_level_stash_bytes(m, p), expected, 64 * 8);
+
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfOptions megatron = perf::framework_profile("torchtitan-2024").options;
+  megatron.op_level_selective = false;
+  const perf::PerfOptions titan = perf::framework_profile("torchtitan-2024").options;
+  ASSERT_TRUE(titan.op_level_selective);
+  perf::PerfCache cache;
+  EXPECT_FALSE(perf::estimate_memory(m, p, s, cache, megatron).fits());
+  EXPECT_TRUE(perf::estimate_memory(m, p, s, cache, titan).fits());
+  const double t_megatron = perf::predict(m, p, s, 64, megatron, &cache).step_time_s;
+  const double t_titan = perf::predict(m, p, s, 64, titan, &cache).step_time_s;
+  ParallelConfig full = p;
+  full.recompute = Recompute::full;
+  const double t_full = perf::predict(m, full, s, 64, titan, &cache).step_time_s;
+  EXPECT_GT(t_titan, t_megatron);
+  EXPECT_LT(t_titan, t_full);
+}
+
+// FSDP keeps the fp32 parameters it shards (the optimizer's copy) and casts
+// to bf16 when gathering: 16 bytes per element, not the engine's 18.
+TEST(ProfileEfficiency, FsdpKeepsFp32ShardsWithoutAMasterCopy) {
+  const ModelConfig m = load_model_config("llama2-13b");
+  ParallelConfig p;
+  p.dp = 8;
+  p.zero_stage = 3;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 8;
+  p.recompute = Recompute::full;
+  p.bf16 = true;
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  perf::PerfOptions engine;
+  const perf::PerfOptions fsdp = perf::framework_profile("torchtitan-2024").options;
+  ASSERT_TRUE(fsdp.zero.fp32_sharded_parameters);
+  const perf::MemoryBytes a = perf::stage_memory(m, p, s, 0, cache, engine);
+  const perf::MemoryBytes b = perf::stage_memory(m, p, s, 0, cache, fsdp);
+  EXPECT_DOUBLE_EQ(b.parameters, 2 * a.parameters);
+  EXPECT_DOUBLE_EQ(b.gradients, a.gradients);
+  EXPECT_NEAR(b.parameters + b.gradients + b.optimizer, (a.parameters + a.gradients + a.optimizer) * 16 / 18,
+              1e-6 * a.optimizer);
+}
+
+}  // namespace
+}  // namespace meshtrain
