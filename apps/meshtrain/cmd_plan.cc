@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "stage_flags.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
@@ -33,6 +34,8 @@ struct PlanArgs {
   bool fp32 = false, json = false, no_partial_recompute = false;
   bool sp = false, no_sp = false, no_interleaving = false, flash = false, no_flash = false;
   std::string csv, emit, html;
+  StageFlags stages;
+  bool search_stage_splits = false;
   perf::PerfOptions options;
 };
 
@@ -87,6 +90,12 @@ int run_plan(const PlanArgs& a) {
   if (a.flash) space.flash_attention = {true};
   if (a.no_flash) space.flash_attention = {false};
   if (a.no_interleaving) space.vpp = {1};
+  ParallelConfig split;
+  apply_stage_flags(a.stages, false, split);
+  space.first_stage_layers = split.first_stage_layers;
+  space.last_stage_layers = split.last_stage_layers;
+  space.stage_counting = split.stage_counting;
+  space.search_stage_splits = a.search_stage_splits;
   space.bf16 = !a.fp32;
   space.partial_recompute = !a.no_partial_recompute && a.recompute.empty();
   const Stopwatch watch;
@@ -162,6 +171,9 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--no-interleaving", a->no_interleaving, "Only non-interleaved schedules (one chunk per stage)");
   c->add_flag("--use-flash-attn", a->flash, "Only layouts with flash attention");
   c->add_flag("--no-flash-attn", a->no_flash, "Only layouts without flash attention");
+  add_stage_flags(c, a->stages, "Uneven pipeline stages (fixed on every candidate)", false);
+  c->add_flag("--search-uneven-stages", a->search_stage_splits,
+              "Also try every pipeline size with the embedding and the head counted as layers (Megatron-DeepSpeed)");
   c->add_flag("--fp32", a->fp32, "Plan for fp32 instead of bf16 mixed precision");
   c->add_flag("--no-partial-recompute", a->no_partial_recompute, "Do not search --recompute-method block");
   c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);

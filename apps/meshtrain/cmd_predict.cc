@@ -7,12 +7,15 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "model_flags.h"
+#include "stage_flags.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/parallel/stage_layers.h"
 #include "meshtrain/perf/predict.h"
 #include "meshtrain/tune/launch.h"
 
@@ -25,6 +28,7 @@ struct PredictArgs {
   int num_gpus = 0;
   std::optional<int> num_layers, hidden_size, heads, ffn, seq_length, max_positions, vocab_size;
   ArchFlags arch;
+  StageFlags stages;
   int micro_batch_size = 1;
   std::optional<int> global_batch_size;
   int tp = 1, pp = 1;
@@ -67,6 +71,7 @@ int run_predict(const PredictArgs& a) {
   check(a.num_gpus > 0, "num-gpus must be positive (got {})", a.num_gpus);
   // validate() names the constraint when the GPUs do not divide into TP x PP.
   if (a.tp > 0 && a.pp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.pp));
+  apply_stage_flags(a.stages, a.layers_per_virtual_stage.has_value(), p);
   if (a.layers_per_virtual_stage) {
     const int n = *a.layers_per_virtual_stage;
     check(n > 0 && m.num_layers % (a.pp * n) == 0,
@@ -112,6 +117,7 @@ int run_predict(const PredictArgs& a) {
              m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.pp, p.vpp, p.dp, p.zero_stage,
              p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
              p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
+  if (p.uneven_stages()) fmt::print("layers per pipeline stage: {}\n", fmt::join(stage_layers(m.num_layers, p), " "));
   fmt::print("\nmemory per GPU (stage {}, GiB)   {}\n", r.memory_stage,
              r.fits ? "fits" : fmt::format("DOES NOT FIT in {:.1f} GiB", gib(r.memory_capacity)));
   fmt::print("  parameters {:9.2f}\n  gradients  {:9.2f}\n  optimizer  {:9.2f}\n  activations{:9.2f}\n"
@@ -159,6 +165,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--pipeline-model-parallel-size", a->pp);
   c->add_option("--num-layers-per-virtual-pipeline-stage", a->layers_per_virtual_stage,
                 "Layers per model chunk (interleaved 1F1B)");
+  add_stage_flags(c, a->stages, "Uneven pipeline stages", true);
   c->add_option("--pipeline-schedule", a->schedule, "gpipe, 1f1b or interleaved (default from the chunks)");
   c->add_flag("--sequence-parallel", a->sequence_parallel);
   c->add_option("--recompute-granularity", a->recompute_granularity, "full or selective (default none)");

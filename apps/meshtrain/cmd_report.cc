@@ -28,6 +28,9 @@ ParallelConfig parallel_of(const nlohmann::json& j) {
   p.pp = j.at("pipeline_model_parallel_size");
   p.dp = j.at("data_parallel_size");
   p.vpp = j.at("virtual_pipeline_chunks");
+  p.first_stage_layers = j.value("first_stage_layers", 0);
+  p.last_stage_layers = j.value("last_stage_layers", 0);
+  p.stage_counting = parse_stage_counting(j.value("pipeline_layer_counting", "transformer"));
   p.zero_stage = j.at("zero_stage");
   p.sequence_parallel = j.at("sequence_parallel");
   p.micro_batch_size = j.at("micro_batch_size");

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "json_file.h"
 #include "model_flags.h"
+#include "stage_flags.h"
 #include "meshtrain/comm/abort.h"
 #include "meshtrain/comm/agreed_error.h"
 #include "meshtrain/comm/process_mesh.h"
@@ -37,6 +38,7 @@ struct TrainFlags {
   std::string model = "tiny";
   std::optional<int> num_layers, hidden_size, heads, ffn, seq, positions, vocab;
   ArchFlags arch;
+  StageFlags stages;
   int tp = 1, pp = 1, zero = 0, mbs = 1, recompute_layers = 1;
   std::optional<int> gbs, layers_per_virtual_stage;
   std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
@@ -125,6 +127,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
         p.dp, INT32_MAX);
   p.global_batch_size = f.gbs ? *f.gbs : f.mbs * p.dp;
   p.schedule = parse_schedule(f.schedule);
+  apply_stage_flags(f.stages, f.layers_per_virtual_stage.has_value(), p);
   if (f.layers_per_virtual_stage) {
     check(o.model.num_layers > 0 && o.model.num_layers % f.pp == 0,
           "num-layers {} is not divisible by pipeline-model-parallel-size {}", o.model.num_layers, f.pp);
@@ -210,6 +213,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--pipeline-model-parallel-size", f->pp, "PP stages")->capture_default_str()->group(g);
   cmd->add_option("--num-layers-per-virtual-pipeline-stage", f->layers_per_virtual_stage,
                   "Layers per model chunk; implies the interleaved schedule")->group(g);
+  add_stage_flags(cmd, f->stages, g, true);
   cmd->add_option("--pipeline-schedule", f->schedule, "gpipe, 1f1b or interleaved")->capture_default_str()->group(g);
   cmd->add_flag("--sequence-parallel", f->sp, "Shard LayerNorm/residual regions along the sequence")->group(g);
   cmd->add_option("--zero-stage", f->zero, "ZeRO stage 0-3 over the data-parallel group")

@@ -10,9 +10,10 @@
 //       pair of knob values (two knobs, one value each, that some valid
 //       configuration combines) occurs in at least one line. Exits non-zero
 //       otherwise.
-//   reference --meshtrain BIN --dir DIR --model MODEL --gbs G
+//   reference --meshtrain BIN --dir DIR --model MODEL --gbs G [--layers L]
 //       Runs the serial reference of MODEL (1 rank, micro-batch 1, global
-//       batch G) and writes DIR/ref_MODEL_gG.json and .bin.
+//       batch G; with L, L layers) and writes DIR/ref_MODEL_gG.json and .bin
+//       (ref_MODEL_gG_lL.*).
 //   parity --meshtrain BIN --dir DIR --config LINE -- LAUNCHER...
 //       Runs LINE's configuration under LAUNCHER (mpirun and its flags; the
 //       driver appends -np N) and compares it with DIR/ref_MODEL_gG.*.
@@ -113,6 +114,18 @@ struct Config {
   int ga = 1;    // micro-batches per DP rank per step
   int lpvs = 0;  // layers per virtual stage (interleaved), else 0
   int vpp = 1;
+  // Not knobs (added by hand after the covering set): uneven pipeline stages
+  // ("f3": the first stage 3 layers, "l3" the last, "f1l3" both, "eh": the
+  // embedding and the head counted as layers) and a layer count other than
+  // the model file's.
+  std::string stages;
+  int layers = 0;
+  int first_layers() const { return stage_count('f'); }
+  int last_layers() const { return stage_count('l'); }
+  int stage_count(char which) const {
+    const auto at = stages.find(which);
+    return at == std::string::npos || stages == "eh" ? 0 : std::atoi(stages.c_str() + at + 1);
+  }
   int np() const { return tp * pp * dp; }
   int gbs() const { return mb * dp * ga; }
   std::string name() const {
@@ -121,11 +134,17 @@ struct Config {
     if (sp) s += "_sp";
     s += fmt::format("_rc{}_ga{}_mb{}", rc, ga, mb);
     if (model != "tied") s += "_" + model;
+    if (!stages.empty()) s += "_st" + stages;
+    if (layers > 0) s += fmt::format("_l{}", layers);
     return s;
   }
   std::string line() const {
-    return fmt::format("name={} np={} gbs={} model={} tp={} pp={} dp={} zero={} sched={} rc={} sp={} ga={} mb={}",
-                       name(), np(), gbs(), model, tp, pp, dp, zero, sched, rc, sp, knobs()[kGa].values[pick[kGa]], mb);
+    std::string l = fmt::format("name={} np={} gbs={} model={} tp={} pp={} dp={} zero={} sched={} rc={} sp={} ga={} mb={}",
+                                name(), np(), gbs(), model, tp, pp, dp, zero, sched, rc, sp,
+                                knobs()[kGa].values[pick[kGa]], mb);
+    if (!stages.empty()) l += " stages=" + stages;
+    if (layers > 0) l += fmt::format(" layers={}", layers);
+    return l;
   }
   // The flags of `meshtrain train` beyond the common ones.
   std::vector<std::string> flags() const {
@@ -140,6 +159,9 @@ struct Config {
       f.insert(f.end(), {"--pipeline-schedule", sched});
     }
     if (sp) f.push_back("--sequence-parallel");
+    if (first_layers() > 0) f.insert(f.end(), {"--decoder-first-pipeline-num-layers", std::to_string(first_layers())});
+    if (last_layers() > 0) f.insert(f.end(), {"--decoder-last-pipeline-num-layers", std::to_string(last_layers())});
+    if (stages == "eh") f.insert(f.end(), {"--pipeline-layer-counting", "embedding-head"});
     if (rc == "none" || rc == "selective") {
       f.insert(f.end(), {"--recompute-granularity", rc});
     } else if (rc == "full") {
@@ -164,6 +186,16 @@ const mt::ModelConfig& model_config(const std::string& model) {
   mt::ModelConfig m = mt::load_model_config(model_arg(model));
   if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
   return cache.emplace(model, m).first->second;
+}
+// The reference's name: ref_MODEL_gG, ref_MODEL_gG_lL with another layer count.
+std::string ref_name(const std::string& model, int gbs, int layers) {
+  return layers > 0 ? fmt::format("{}_g{}_l{}", model, gbs, layers) : fmt::format("{}_g{}", model, gbs);
+}
+// The model a configuration runs: its model's, with its layer count.
+mt::ModelConfig model_of(const std::string& model, int layers) {
+  mt::ModelConfig m = model_config(model);
+  if (layers > 0) m.num_layers = layers;
+  return m;
 }
 
 // Derives the concrete run from the knob values:
@@ -213,6 +245,9 @@ mt::ParallelConfig parallel_config(const Config& c) {
   p.recompute = c.rc == "none" ? mt::Recompute::none : c.rc == "selective" ? mt::Recompute::selective : mt::Recompute::full;
   p.recompute_method = c.rc == "fullblock" ? mt::RecomputeMethod::block : mt::RecomputeMethod::uniform;
   p.recompute_num_layers = 1;
+  p.first_stage_layers = c.first_layers();
+  p.last_stage_layers = c.last_layers();
+  p.stage_counting = c.stages == "eh" ? mt::StageCounting::embedding_head : mt::StageCounting::transformer;
   return p;
 }
 
@@ -222,7 +257,7 @@ mt::ParallelConfig parallel_config(const Config& c) {
 std::string invalid_reason(const Config& c) {
   if (c.np() > kMaxWorld) return fmt::format("world {} > {}", c.np(), kMaxWorld);
   if (c.sp && c.tp == 1) return "sequence parallel without TP";
-  const mt::ModelConfig& m = model_config(c.model);
+  const mt::ModelConfig m = model_of(c.model, c.layers);
   if (c.sched == "interleaved" && (m.num_layers % c.pp != 0 || (m.num_layers / c.pp) % c.lpvs != 0))
     return "layers per stage not divisible by layers per virtual stage";
   try {
@@ -350,6 +385,10 @@ Config parse_config(const std::string& line) {
     p[i] = static_cast<int>(v - k[i].values.begin());
   }
   Config c = derive(p);
+  c.stages = f.count("stages") ? f["stages"] : "";
+  if (!c.stages.empty() && !std::regex_match(c.stages, std::regex("eh|f[0-9]+|l[0-9]+|f[0-9]+l[0-9]+")))
+    throw mt::Error(fmt::format("bad stages={} (eh, fN, lN or fNlM) in: {}", c.stages, line));
+  c.layers = f.count("layers") ? std::stoi(f["layers"]) : 0;
   if (f["name"] != c.name() || f["np"] != std::to_string(c.np()) || f["gbs"] != std::to_string(c.gbs()) ||
       f["model"] != c.model)
     throw mt::Error(fmt::format("derived fields disagree with the knobs (expected {}) in: {}", c.line(), line));
@@ -384,7 +423,7 @@ int cmd_check_coverage(const std::string& path) {
   std::map<Pair, int> count;
   int bad = 0, ranks = 0;
   std::set<std::string> names;
-  std::set<std::pair<std::string, int>> refs;
+  std::set<std::string> refs;
   const auto lines = config_lines(path);
   for (const std::string& line : lines) {
     try {
@@ -393,7 +432,7 @@ int cmd_check_coverage(const std::string& path) {
       if (!names.insert(c.name()).second) throw mt::Error("duplicate: " + line);
       for (const Pair& q : pairs_of(c)) ++count[q];
       ranks += c.np();
-      refs.insert({c.model, c.gbs()});
+      refs.insert(ref_name(c.model, c.gbs(), c.layers));
     } catch (const mt::Error& e) {
       std::printf("ERROR %s\n", e.what());
       ++bad;
@@ -477,20 +516,23 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string ref_base(const std::string& dir, const std::string& model, int gbs) {
-  return fmt::format("{}/ref_{}_g{}", dir, model, gbs);
+std::string ref_base(const std::string& dir, const std::string& model, int gbs, int layers) {
+  return fmt::format("{}/ref_{}", dir, ref_name(model, gbs, layers));
 }
 
-std::vector<std::string> common_flags(const std::string& model) {
-  return {"train", "--model", model_arg(model), "--mock-data", "--train-iters", std::to_string(kIters), "--seed",
-          std::to_string(kSeed), "--eval-iters", "1", "--eval-interval", "2", "--quiet"};
+std::vector<std::string> common_flags(const std::string& model, int layers) {
+  std::vector<std::string> f = {"train", "--model", model_arg(model), "--mock-data", "--train-iters",
+                                std::to_string(kIters), "--seed", std::to_string(kSeed), "--eval-iters", "1",
+                                "--eval-interval", "2", "--quiet"};
+  if (layers > 0) f.insert(f.end(), {"--num-layers", std::to_string(layers)});
+  return f;
 }
 
-int cmd_reference(const std::string& bin, const std::string& dir, const std::string& model, int gbs) {
+int cmd_reference(const std::string& bin, const std::string& dir, const std::string& model, int gbs, int layers) {
   std::filesystem::create_directories(dir);
-  const std::string base = ref_base(dir, model, gbs);
+  const std::string base = ref_base(dir, model, gbs, layers);
   std::vector<std::string> argv = {bin};
-  for (auto& a : common_flags(model)) argv.push_back(a);
+  for (auto& a : common_flags(model, layers)) argv.push_back(a);
   // Written under other names first: a test never sees half a reference.
   argv.insert(argv.end(), {"--micro-batch-size", "1", "--global-batch-size", std::to_string(gbs), "--report",
                            base + ".partial.json", "--dump-weights", base + ".partial.bin"});
@@ -547,13 +589,13 @@ int cmd_parity(const std::string& bin, const std::string& dir, const std::string
     std::printf("FAIL: invalid configuration (%s): %s\n", why.c_str(), line.c_str());
     return 1;
   }
-  const std::string ref = ref_base(dir, c.model, c.gbs());
+  const std::string ref = ref_base(dir, c.model, c.gbs(), c.layers);
   const std::string base = fmt::format("{}/{}", dir, c.name());
   std::filesystem::remove(base + ".json");
   std::filesystem::remove(base + ".bin");
   std::vector<std::string> argv = launcher;
   argv.insert(argv.end(), {"-np", std::to_string(c.np()), bin});
-  for (auto& a : common_flags(c.model)) argv.push_back(a);
+  for (auto& a : common_flags(c.model, c.layers)) argv.push_back(a);
   for (auto& a : c.flags()) argv.push_back(a);
   argv.insert(argv.end(), {"--report", base + ".json", "--dump-weights", base + ".bin"});
   std::printf("config: %s\nrun: %s\n", line.c_str(), join_quoted(argv).c_str());
@@ -567,8 +609,8 @@ int cmd_parity(const std::string& bin, const std::string& dir, const std::string
     return 1;
   }
   if (!std::filesystem::exists(ref + ".json") || !std::filesystem::exists(ref + ".bin")) {
-    std::printf("FAIL: no serial reference %s.{json,bin} (run the test parity_ref_%s_g%d first)\n", ref.c_str(),
-                c.model.c_str(), c.gbs());
+    std::printf("FAIL: no serial reference %s.{json,bin} (run the test parity_ref_%s first)\n", ref.c_str(),
+                ref_name(c.model, c.gbs(), c.layers).c_str());
     return 1;
   }
   const auto js = nlohmann::json::parse(slurp(ref + ".json"));
@@ -597,7 +639,7 @@ int cmd_parity(const std::string& bin, const std::string& dir, const std::string
               kWeightNormTol, w_max, kWeightMaxTol);
   // Where the weights differ most, by tensor (serial layout).
   mt::ParallelConfig serial;
-  const mt::Layout L = mt::Layout::build(model_config(c.model), serial, 0, 0);
+  const mt::Layout L = mt::Layout::build(model_of(c.model, c.layers), serial, 0, 0);
   std::vector<std::pair<double, std::string>> worst;
   for (const auto& u : L.units())
     for (const auto& s : u.params) {
@@ -668,7 +710,7 @@ int cmd_memory(const std::string& dir, const std::string& line) {
     return 1;
   }
   const auto report = nlohmann::json::parse(slurp(path));
-  const mt::ModelConfig& m = model_config(c.model);
+  const mt::ModelConfig m = model_of(c.model, c.layers);
   const mt::ParallelConfig p = parallel_config(c);
   // The model must cost the configuration the engine ran.
   if (nlohmann::json(p) != report["config"]["parallel"]) {
@@ -769,7 +811,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: parity_driver generate\n"
                "       parity_driver check-coverage FILE\n"
-               "       parity_driver reference --meshtrain BIN --dir DIR --model tied|untied|nopos|llama --gbs G\n"
+               "       parity_driver reference --meshtrain BIN --dir DIR --model tied|untied|nopos|llama --gbs G [--layers L]\n"
                "       parity_driver parity --meshtrain BIN --dir DIR --config LINE -- LAUNCHER...\n"
                "       parity_driver memory --dir DIR --config LINE\n"
                "       parity_driver expect-error --timeout S --regex RE -- COMMAND...\n");
@@ -799,7 +841,8 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate();
     if (cmd == "check-coverage" && positional.size() == 1) return cmd_check_coverage(positional[0]);
     if (cmd == "reference")
-      return cmd_reference(opt.at("meshtrain"), opt.at("dir"), opt.at("model"), std::stoi(opt.at("gbs")));
+      return cmd_reference(opt.at("meshtrain"), opt.at("dir"), opt.at("model"), std::stoi(opt.at("gbs")),
+                           opt.count("layers") ? std::stoi(opt.at("layers")) : 0);
     if (cmd == "parity" && !rest.empty()) return cmd_parity(opt.at("meshtrain"), opt.at("dir"), opt.at("config"), rest);
     if (cmd == "memory") return cmd_memory(opt.at("dir"), opt.at("config"));
     if (cmd == "expect-error" && !rest.empty())

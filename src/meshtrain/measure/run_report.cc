@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "meshtrain/model/activations.h"
+#include "meshtrain/parallel/stage_layers.h"
 
 namespace meshtrain {
 
@@ -31,7 +32,7 @@ nlohmann::json spread(const std::vector<double>& values, const std::vector<int>&
 
 StepFlops rank_step_flops(const ModelConfig& m, const ParallelConfig& p, int pp_rank, double step_tokens) {
   const double tokens = step_tokens / p.dp;
-  const int layers = m.num_layers / p.pp;
+  const int layers = stage_layers(m.num_layers, p)[static_cast<size_t>(pp_rank)];
   const int per_chunk = layers / std::max(1, p.vpp);
   const double block = block_forward_flops_per_token(m);
   const bool head = pp_rank == p.pp - 1;

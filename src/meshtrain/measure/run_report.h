@@ -67,7 +67,7 @@ struct RankRecord {
 nlohmann::json rank_record_json(const RankRecord& r);
 
 // This rank's share of a step of `step_tokens` tokens, by the convention of
-// model/flops.h: its blocks (layers / pp per stage, each / tp) and, on the
+// model/flops.h: its blocks (parallel/stage_layers.h, each / tp) and, on the
 // last stage, the logits (/ tp), over the step's tokens / dp. The shares of
 // all ranks add up to step_flops().
 StepFlops rank_step_flops(const ModelConfig& m, const ParallelConfig& p, int pp_rank, double step_tokens);

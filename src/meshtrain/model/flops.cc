@@ -1,6 +1,7 @@
 #include "meshtrain/model/flops.h"
 
 #include "meshtrain/model/activations.h"
+#include "meshtrain/parallel/stage_layers.h"
 
 namespace meshtrain {
 
@@ -27,10 +28,12 @@ StepFlops step_flops(const ModelConfig& m, const ParallelConfig& p, double token
   if (p.recompute == Recompute::full) {
     // The blocks that recompute: every one (uniform) or the first
     // recompute_num_layers of each model chunk (block).
-    const int chunk_layers = m.num_layers / (p.pp * p.vpp);
     int recomputed = 0;
-    for (int i = 0; i < chunk_layers; ++i) recomputed += block_is_recomputed(p, i, chunk_layers);
-    extra = double(recomputed) * p.pp * p.vpp * block_forward_flops_per_token(m);
+    for (const int stage : stage_layers(m.num_layers, p)) {
+      const int chunk_layers = stage / p.vpp;
+      for (int i = 0; i < chunk_layers; ++i) recomputed += block_is_recomputed(p, i, chunk_layers) ? p.vpp : 0;
+    }
+    extra = double(recomputed) * block_forward_flops_per_token(m);
   } else if (p.recompute == Recompute::selective) {
     extra = m.num_layers * attention_core_flops_per_token(m);
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/parallel/stage_layers.h"
 
 namespace meshtrain {
 
@@ -91,13 +92,15 @@ struct UnitBuilder {
 }  // namespace
 
 Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int pp_rank) {
-  MT_ASSERT(m.num_layers % (p.pp * p.vpp) == 0);
   Layout L;
   L.dp_ = p.dp;
   L.pp_ = p.pp;
   L.vpp_ = p.vpp;
   L.pp_rank_ = pp_rank;
-  L.layers_per_chunk_ = m.num_layers / (p.pp * p.vpp);
+  L.stage_layers_ = meshtrain::stage_layers(m.num_layers, p);
+  L.layers_per_chunk_ = L.stage_layers_[static_cast<size_t>(pp_rank)] / p.vpp;
+  for (int c = 0; c < p.vpp; ++c)
+    L.first_layer_.push_back(virtual_stage_first_layer(L.stage_layers_, p.vpp, L.virtual_stage(c)));
   L.tied_embeddings_ = m.tied_embeddings;
   const int64_t h = m.hidden_size, f = m.ffn(), v = m.padded_vocab();
   // qkv rows: per key/value group its query heads, its key and its value,

@@ -13,6 +13,11 @@
 // multiple of 16 x dp elements and data-parallel rank d owns the d-th
 // 1/dp of it. Gradients use the same flat layout in fp32.
 //
+// Pipeline stages hold the layers parallel/stage_layers.h assigns them (an
+// even split, Megatron-LM's first/last stage counts, or Megatron-DeepSpeed's
+// counting of the embedding and the head as layers): chunk c of this stage
+// runs stage_layers()[pp_rank] / vpp blocks, from first_layer(c) on.
+//
 // Tensor-parallel splits (Megatron): column-parallel weights (qkv, fc) split
 // their rows (output features), row-parallel weights (proj, fc2) split their
 // columns (input features); the word embedding splits its vocabulary rows.
@@ -133,8 +138,10 @@ class Layout {
 
   // Virtual stage of chunk c on this rank, and the layers it runs.
   int virtual_stage(int chunk) const { return chunk * pp_ + pp_rank_; }
-  int first_layer(int chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
+  int first_layer(int chunk) const { return first_layer_[static_cast<size_t>(chunk)]; }
   int layers_per_chunk() const { return layers_per_chunk_; }
+  // Transformer layers of every pipeline stage (stage_layers.h), [pp].
+  const std::vector<int>& stage_layers() const { return stage_layers_; }
   bool has_embedding(int chunk) const { return virtual_stage(chunk) == 0; }
   bool has_head(int chunk) const { return virtual_stage(chunk) == pp_ * vpp_ - 1; }
 
@@ -149,6 +156,7 @@ class Layout {
   const Unit& at(int index, const char* what) const;
   std::vector<Unit> units_;
   std::vector<int> blocks_;  // [chunk * layers_per_chunk + i] -> units_ index
+  std::vector<int> stage_layers_, first_layer_;  // [pp], [vpp]
   int word_ = -1, position_ = -1, final_norm_ = -1, output_ = -1;
   int64_t numel_ = 0;
   int dp_ = 1, pp_ = 1, vpp_ = 1, pp_rank_ = 0, layers_per_chunk_ = 0;

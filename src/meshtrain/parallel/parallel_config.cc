@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/parallel/stage_layers.h"
 
 namespace meshtrain {
 
@@ -45,6 +46,15 @@ RecomputeMethod parse_recompute_method(std::string_view s) {
   throw Error(fmt::format("unknown recompute method '{}' (uniform, block)", s));
 }
 
+std::string_view stage_counting_name(StageCounting c) {
+  return c == StageCounting::transformer ? "transformer" : "embedding-head";
+}
+StageCounting parse_stage_counting(std::string_view s) {
+  if (s == "transformer" || s.empty()) return StageCounting::transformer;
+  if (s == "embedding-head") return StageCounting::embedding_head;
+  throw Error(fmt::format("unknown pipeline layer counting '{}' (transformer, embedding-head)", s));
+}
+
 void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   m.validate();
   check(p.tp > 0, "tensor-model-parallel-size must be positive (got {})", p.tp);
@@ -71,9 +81,7 @@ void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   check(m.ffn() % p.tp == 0, "ffn-hidden-size {} is not divisible by tensor-model-parallel-size {}", m.ffn(), p.tp);
   check(m.padded_vocab() % p.tp == 0, "padded vocabulary {} is not divisible by tensor-model-parallel-size {}",
         m.padded_vocab(), p.tp);
-  check(m.num_layers % (p.pp * p.vpp) == 0,
-        "num-layers {} is not divisible by pipeline-model-parallel-size x virtual chunks = {}", m.num_layers,
-        p.pp * p.vpp);
+  stage_layers(m.num_layers, p);  // throws on a split that does not divide
   check(p.global_batch_size % (p.micro_batch_size * p.dp) == 0,
         "global-batch-size {} is not divisible by micro-batch-size x data-parallel size = {}", p.global_batch_size,
         p.micro_batch_size * p.dp);
@@ -97,6 +105,9 @@ void to_json(nlohmann::json& j, const ParallelConfig& p) {
                      {"pipeline_model_parallel_size", p.pp},
                      {"data_parallel_size", p.dp},
                      {"virtual_pipeline_chunks", p.vpp},
+                     {"first_stage_layers", p.first_stage_layers},
+                     {"last_stage_layers", p.last_stage_layers},
+                     {"pipeline_layer_counting", stage_counting_name(p.stage_counting)},
                      {"zero_stage", p.zero_stage},
                      {"sequence_parallel", p.sequence_parallel},
                      {"micro_batch_size", p.micro_batch_size},

@@ -15,6 +15,11 @@ namespace meshtrain {
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
 enum class Recompute { none, selective, full };
 enum class RecomputeMethod { uniform, block };
+// How pipeline stages count layers when the split is derived
+// (parallel/stage_layers.h): transformer layers only (Megatron-LM), or the
+// embedding and the head as one layer each (Megatron-DeepSpeed's
+// --pp-partition-method 'type:transformer|embedding').
+enum class StageCounting { transformer, embedding_head };
 
 std::string_view schedule_name(ScheduleKind k);  // "gpipe", "1f1b", "interleaved"
 ScheduleKind parse_schedule(std::string_view s);  // throws Error on unknown
@@ -22,12 +27,21 @@ std::string_view recompute_name(Recompute r);     // "none", "selective", "full"
 Recompute parse_recompute(std::string_view s);
 std::string_view recompute_method_name(RecomputeMethod m);
 RecomputeMethod parse_recompute_method(std::string_view s);
+std::string_view stage_counting_name(StageCounting c);  // "transformer", "embedding-head"
+StageCounting parse_stage_counting(std::string_view s);  // "" = transformer; throws Error on unknown
 
 struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
   int vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
+  // Uneven pipeline stages (parallel/stage_layers.h): transformer layers of
+  // the first and of the last stage, 0 = their even share (Megatron-LM's
+  // --decoder-first/last-pipeline-num-layers); the other stages split the
+  // rest evenly. Or the embedding and the head counted as layers.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
+  StageCounting stage_counting = StageCounting::transformer;
   int zero_stage = 0;
   bool sequence_parallel = false;
   int micro_batch_size = 1;
@@ -40,6 +54,10 @@ struct ParallelConfig {
   bool flash_attention = true;  // engine: always tiled; cost model: either
 
   int world() const { return tp * pp * dp; }
+  // Whether the layers are split otherwise than num_layers / pp per stage.
+  bool uneven_stages() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer;
+  }
   // Micro-batches each DP rank runs per optimizer step (gradient accumulation).
   int num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
 };
@@ -55,7 +73,8 @@ inline RankCoord coord_of(const ParallelConfig& p, int rank) {
 
 // Checks every constraint of the combination and throws Error naming the
 // first that fails: positive sizes; ZeRO stage in 0..3; heads, kv heads, FFN
-// and padded vocabulary divisible by TP; layers divisible by PP x VPP;
+// and padded vocabulary divisible by TP; the layers split over the stages
+// (stage_layers.h: by default divisible by PP x VPP);
 // global batch divisible by micro-batch x DP; micro-batches a multiple of PP
 // for the interleaved schedule; sequence divisible by TP with sequence
 // parallelism. `world`, when positive, must equal TP x PP x DP.

@@ -173,7 +173,7 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
 
   // Stash of one micro-batch through each chunk, as allocated (each tensor
   // 64-byte aligned).
-  const int layers = m.num_layers / (p.pp * p.vpp);
+  const int layers = L.layers_per_chunk;
   const double scores = score_matrix_bytes(m, p);
   const double plain = double(allocated_bytes(block_stash(m, p, false))) +
                        (p.recompute == Recompute::selective ? 0.0 : scores);
@@ -207,11 +207,16 @@ MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, co
   MemoryEstimate r;
   r.capacity = sys.memory.hbm_bytes;
   r.worst = stage_memory(m, p, sys, 0, cache, z);
-  if (p.pp > 1) {
-    MemoryBytes last = stage_memory(m, p, sys, p.pp - 1, cache, z);
-    if (last.total() > r.worst.total()) {
-      r.worst = last;
-      r.worst_stage = p.pp - 1;
+  // Uneven stages: a middle stage may run more layers than the first; stage
+  // 1 has the most micro-batches in flight of them.
+  std::vector<int> others;
+  if (p.pp > 2 && p.uneven_stages()) others.push_back(1);
+  if (p.pp > 1) others.push_back(p.pp - 1);
+  for (int st : others) {
+    MemoryBytes b = stage_memory(m, p, sys, st, cache, z);
+    if (b.total() > r.worst.total()) {
+      r.worst = b;
+      r.worst_stage = st;
     }
   }
   return r;

@@ -8,6 +8,7 @@
 // Per pipeline stage s (tensor- and data-parallel ranks of a stage hold the
 // same):
 //   parameters, gradients, optimizer: Layout::build(model, config, 0, s)
+//     (its blocks those of stage s: stage_layers.h)
 //     .state_bytes(zero stage, bf16) -- flat buffers, padding included.
 //     Equal to the engine's bytes.
 //   activations: the peak over the Schedule's walk of stage s of the stashes
@@ -31,9 +32,12 @@
 //     (the engine allocates nothing in this category: with a system of no
 //     reserve and no fragmentation both are 0).
 // The stage with the largest total is reported; a config fits when that
-// total is at most the device's memory. Only stage 0 (embedding, deepest
-// warm-up) and stage pp-1 (head) are computed: every middle stage holds what
-// stage 0 holds minus the embedding and has fewer micro-batches in flight.
+// total is at most the device's memory. With an even split only stage 0
+// (embedding, deepest warm-up) and stage pp-1 (head) are computed: every
+// middle stage holds what stage 0 holds minus the embedding and has fewer
+// micro-batches in flight. With uneven stages (stage_layers.h) stage 1 is
+// computed too: the middle stages run more or fewer layers than the first,
+// and stage 1 has the most micro-batches in flight of them.
 #pragma once
 
 #include "meshtrain/model/model_config.h"

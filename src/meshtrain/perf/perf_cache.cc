@@ -22,7 +22,8 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
   std::vector<int64_t> shape = {m.num_layers,          m.hidden_size,     m.num_attention_heads, m.kv_heads(),
                                 m.ffn(),               m.padded_vocab(),  m.max_positions(),     m.gated_mlp,
                                 m.tied_embeddings,     m.learned_positions, p.tp,               p.pp,
-                                p.vpp,                 p.dp,              m.rmsnorm,             m.bias_linear};
+                                p.vpp,                 p.dp,              m.rmsnorm,             m.bias_linear,
+                                p.first_stage_layers,  p.last_stage_layers, int(p.stage_counting)};
   LayoutKey key{std::move(shape), kind};
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -31,6 +32,7 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
   const Layout L = Layout::build(m, p, 0, kind);
   auto s = std::make_unique<StageLayout>();
   s->numel = L.numel();
+  s->layers_per_chunk = L.layers_per_chunk();
   s->chunk_numel.assign(p.vpp, 0);
   s->chunk_units.assign(p.vpp, 0);
   s->chunk_order.assign(p.vpp, ChunkUnits{});

@@ -241,18 +241,22 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
   r.vpp = p.vpp;
   r.num_micro_batches = p.num_micro_batches();
   const int mb = r.num_micro_batches;
-  const int layers = m.num_layers / (p.pp * p.vpp);
   const double pbytes = p.bf16 ? 2 : 4;
 
   const Pricer::Block plain = pr.block(false), recomputed = pr.block(true);
   const Pricer::Block emb = pr.embedding(), head = pr.head();
-  ChunkCost blocks{};
-  double block_tp_bytes = 0;
-  for (int i = 0; i < layers; ++i) {
-    const auto& b = block_is_recomputed(p, i, layers) ? recomputed : plain;
-    blocks = add(blocks, b.cost);
-    block_tp_bytes += b.tp_bytes;
-  }
+  // The blocks of one chunk of `layers` layers (stage_layers.h: uneven
+  // stages run different counts, so the slowest stage sets the pace in the
+  // pipeline simulation).
+  auto chunk_blocks = [&](int layers) {
+    Pricer::Block all{};
+    for (int i = 0; i < layers; ++i) {
+      const auto& b = block_is_recomputed(p, i, layers) ? recomputed : plain;
+      all.cost = add(all.cost, b.cost);
+      all.tp_bytes += b.tp_bytes;
+    }
+    return all;
+  };
 
   const int dp_stride = p.tp;
   auto dp_time = [&](Collective k, double bytes) { return collective_time(s, k, bytes, p.dp, dp_stride); };
@@ -301,17 +305,18 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
     r.transfer_s[st] = p2p_time(s, boundary, a, b) + regather;
   }
 
-  // Stages differ only as first, middle or last.
+  // Stages differ only as first, middle or last (also in their layers).
   const StageLayout* kinds[3] = {&cache.stage_layout(m, p, 0), &cache.stage_layout(m, p, p.pp > 2 ? 1 : 0),
                                  &cache.stage_layout(m, p, p.pp - 1)};
   for (int st = 0; st < p.pp; ++st) {
     const StageLayout& L = *kinds[st == 0 ? 0 : st == p.pp - 1 ? 2 : 1];
+    const Pricer::Block blocks = chunk_blocks(L.layers_per_chunk);
     double tp_bytes = 0, dp_bytes = 0;
     int sends = 0;
     for (int c = 0; c < p.vpp; ++c) {
       const int v = c * p.pp + st;
-      ChunkCost cc = blocks;
-      double tpb = block_tp_bytes;
+      ChunkCost cc = blocks.cost;
+      double tpb = blocks.tp_bytes;
       if (v == 0) {
         cc = add(cc, emb.cost);
         tpb += emb.tp_bytes;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/parallel/stage_layers.h"
 #include "meshtrain/tune/planner.h"
 
 namespace meshtrain::tune {
@@ -75,7 +76,13 @@ std::vector<std::string> train_args(const ParallelConfig& p, int num_layers) {
                                 "--global-batch-size", std::to_string(p.global_batch_size),
                                 "--pipeline-schedule", std::string(schedule_name(p.schedule)),
                                 "--recompute-granularity", std::string(recompute_name(p.recompute))};
-  if (p.vpp > 1) {
+  if (p.first_stage_layers > 0) a.insert(a.end(), {"--decoder-first-pipeline-num-layers", std::to_string(p.first_stage_layers)});
+  if (p.last_stage_layers > 0) a.insert(a.end(), {"--decoder-last-pipeline-num-layers", std::to_string(p.last_stage_layers)});
+  if (p.stage_counting != StageCounting::transformer)
+    a.insert(a.end(), {"--pipeline-layer-counting", std::string(stage_counting_name(p.stage_counting))});
+  if (p.vpp > 1 && p.uneven_stages()) {
+    a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp)});
+  } else if (p.vpp > 1) {
     a.push_back("--num-layers-per-virtual-pipeline-stage");
     a.push_back(std::to_string(num_layers / (p.pp * p.vpp)));
   }
@@ -132,7 +139,16 @@ std::string megatron_args(const LaunchSpec& s) {
   if (m.gated_mlp) a.push_back("--swiglu");
   if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
   if (!m.learned_positions) a.insert(a.end(), {"--position-embedding-type", "rope"});
-  if (p.vpp > 1) a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", std::to_string(m.num_layers / (p.pp * p.vpp))});
+  if (p.uneven_stages() && p.pp > 1) {
+    // Megatron-LM names the first and last stages' layers; Megatron-DeepSpeed's
+    // embedding-head counting is the same split (stage_layers.h).
+    const std::vector<int> s = stage_layers(m.num_layers, p);
+    a.insert(a.end(), {"--decoder-first-pipeline-num-layers", std::to_string(s.front()),
+                       "--decoder-last-pipeline-num-layers", std::to_string(s.back())});
+    if (p.vpp > 1) a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp)});
+  } else if (p.vpp > 1) {
+    a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", std::to_string(m.num_layers / (p.pp * p.vpp))});
+  }
   if (p.sequence_parallel) a.push_back("--sequence-parallel");
   if (p.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
   if (p.recompute == Recompute::full) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/parallel/stage_layers.h"
 
 namespace meshtrain::tune {
 
@@ -54,7 +55,12 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
     consider(p);
     // Partial recompute: fewer recomputed blocks are faster and need more
     // memory, so only the smallest count that fits is worth costing.
-    const int layers = m.num_layers % (p.pp * p.vpp) == 0 ? m.num_layers / (p.pp * p.vpp) : 0;
+    // The most layers a chunk runs (stage_layers.h); 0 when the split is invalid.
+    int layers = 0;
+    try {
+      for (int n : stage_layers(m.num_layers, p)) layers = std::max(layers, n / p.vpp);
+    } catch (const Error&) {
+    }
     if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) continue;
     ParallelConfig q = p;
     q.recompute_method = RecomputeMethod::block;
@@ -89,9 +95,13 @@ std::string describe(const ParallelConfig& p) {
   std::string rc(recompute_name(p.recompute));
   if (p.recompute == Recompute::full && p.recompute_method == RecomputeMethod::block)
     rc += fmt::format("(block:{})", p.recompute_num_layers);
-  return fmt::format("tp={} pp={} vpp={} dp={} zero={} mbs={} recompute={} sp={} flash={}", p.tp, p.pp, p.vpp, p.dp,
-                     p.zero_stage, p.micro_batch_size, rc, p.sequence_parallel ? "on" : "off",
-                     p.flash_attention ? "on" : "off");
+  std::string d = fmt::format("tp={} pp={} vpp={} dp={} zero={} mbs={} recompute={} sp={} flash={}", p.tp, p.pp,
+                              p.vpp, p.dp, p.zero_stage, p.micro_batch_size, rc, p.sequence_parallel ? "on" : "off",
+                              p.flash_attention ? "on" : "off");
+  if (p.first_stage_layers > 0) d += fmt::format(" first={}", p.first_stage_layers);
+  if (p.last_stage_layers > 0) d += fmt::format(" last={}", p.last_stage_layers);
+  if (p.stage_counting != StageCounting::transformer) d += fmt::format(" stages={}", stage_counting_name(p.stage_counting));
+  return d;
 }
 
 int within_error_of_best(const Plan& plan, double e) {
@@ -124,6 +134,9 @@ std::string why_best(const Plan& plan) {
   differ("tp", p.tp, q.tp);
   differ("pp", p.pp, q.pp);
   differ("vpp", p.vpp, q.vpp);
+  differ("stages", stage_counting_name(p.stage_counting), stage_counting_name(q.stage_counting));
+  differ("first-stage-layers", p.first_stage_layers, q.first_stage_layers);
+  differ("last-stage-layers", p.last_stage_layers, q.last_stage_layers);
   differ("zero", p.zero_stage, q.zero_stage);
   differ("mbs", p.micro_batch_size, q.micro_batch_size);
   differ("recompute", recompute_name(p.recompute), recompute_name(q.recompute));

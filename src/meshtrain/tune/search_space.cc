@@ -27,7 +27,9 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
                                                                      Recompute::full});
   const auto flashes = or_default(sp.flash_attention, std::vector<bool>{true, false});
   for (int tp : tps) {
-    const auto pps = or_default(sp.pp, divisors(m.num_layers, m.num_layers));
+    // Uneven splits need not divide the layers by pp: validate() decides.
+    const auto pps = or_default(sp.pp, sp.uneven_stages() ? divisors(num_gpus / tp, m.num_layers)
+                                                          : divisors(m.num_layers, m.num_layers));
     for (int pp : pps) {
       if (num_gpus % (tp * pp) != 0) continue;
       const int dp = num_gpus / (tp * pp);
@@ -36,6 +38,11 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
       if (pp > 1)
         for (int v : divisors(per_stage, per_stage))
           if (v > 1) vpps.push_back(v);
+      // The stage splits: as given, and searched ones.
+      std::vector<StageCounting> countings = {sp.stage_counting};
+      if (sp.search_stage_splits && pp > 1 && sp.stage_counting == StageCounting::transformer &&
+          sp.first_stage_layers == 0 && sp.last_stage_layers == 0)
+        countings.push_back(StageCounting::embedding_head);
       const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
       std::vector<int> mbss;
       for (int b = 1; b <= 16; b *= 2)
@@ -43,6 +50,7 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
       // Sequence parallelism splits the TP group's work: none without TP.
       const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
                               : std::vector<bool>{false};
+      for (StageCounting counting : countings)
       for (int vpp : or_default(sp.vpp, vpps))
         for (int mbs : or_default(sp.micro_batch_size, mbss))
           for (int zero : zeros)
@@ -62,6 +70,9 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
                   p.sequence_parallel = seqp;
                   p.flash_attention = flash;
                   p.bf16 = sp.bf16;
+                  p.first_stage_layers = sp.first_stage_layers;
+                  p.last_stage_layers = sp.last_stage_layers;
+                  p.stage_counting = counting;
                   out.push_back(p);
                 }
     }

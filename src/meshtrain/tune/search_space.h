@@ -13,6 +13,13 @@
 //   sequence_parallel: off, and on where tp > 1 (a fixed list applies where
 //                      tp > 1; tp = 1 is always without)
 //   flash_attention:   on, off
+//   stage split (parallel/stage_layers.h): as given (first_stage_layers,
+//                last_stage_layers, stage_counting; default even) on every
+//                candidate; with search_stage_splits, every pp > 1 also
+//                with the embedding and the head counted as layers
+//                (Megatron-DeepSpeed; the same stages as Megatron-LM's
+//                first = last = (layers + 2) / pp - 1). Where the split is
+//                not even, pp takes every value up to the layer count.
 // DP is what remains: GPUs / (tp x pp). Every combination is listed;
 // validate() decides which are valid.
 #pragma once
@@ -30,6 +37,13 @@ struct SearchSpace {
   std::vector<bool> sequence_parallel, flash_attention;
   bool bf16 = true;
   bool partial_recompute = true;
+  int first_stage_layers = 0, last_stage_layers = 0;
+  StageCounting stage_counting = StageCounting::transformer;
+  bool search_stage_splits = false;
+  bool uneven_stages() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer ||
+           search_stage_splits;
+  }
 };
 
 // Every combination (valid or not) for `num_gpus` ranks and a global batch,

@@ -12,6 +12,9 @@ ParallelConfig config_from_json(const nlohmann::json& j) {
   p.pp = j.at("pipeline_model_parallel_size").get<int>();
   p.dp = j.at("data_parallel_size").get<int>();
   p.vpp = j.value("virtual_pipeline_chunks", 1);
+  p.first_stage_layers = j.value("first_stage_layers", 0);
+  p.last_stage_layers = j.value("last_stage_layers", 0);
+  p.stage_counting = parse_stage_counting(j.value("pipeline_layer_counting", "transformer"));
   p.zero_stage = j.value("zero_stage", 0);
   p.sequence_parallel = j.value("sequence_parallel", false);
   p.micro_batch_size = j.at("micro_batch_size").get<int>();

@@ -66,7 +66,8 @@ constexpr const char* kKeyColumns[] = {"system",     "layers",      "hidden",   
                                        "ffn",        "seq_len",     "vocab",      "num_gpus",     "global_batch",
                                        "tp",         "pp",          "vpp",        "zero_stage",   "dp",
                                        "micro_batch", "grad_accum", "recompute",  "seq_parallel", "flash_attn",
-                                       "precision",  "profile",     "gated_mlp",  "recompute_num_layers"};
+                                       "precision",  "profile",     "gated_mlp",  "recompute_num_layers",
+                                       "first_stage_layers", "last_stage_layers", "stage_counting"};
 
 void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   m.name = trim(t.field(r, "model_name"));
@@ -79,6 +80,19 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   m.seq_length = required_count(t, r, "seq_len");
   m.vocab_size = required_count(t, r, "vocab");
   m.validate();
+}
+
+// Uneven pipeline stages (parallel/stage_layers.h): first_stage_layers and
+// last_stage_layers (Megatron-LM's --decoder-first/last-pipeline-num-layers),
+// stage_counting "embedding-head" (Megatron-DeepSpeed counting the embedding
+// and the head as layers); blank: even, transformer layers only.
+void read_stage_split(const CsvTable& t, size_t r, RunRow& p) {
+  const int first = count(t, r, "first_stage_layers").value_or(0);
+  const int last = count(t, r, "last_stage_layers").value_or(0);
+  const StageCounting counting = parse_stage_counting(lower(trim(t.field(r, "stage_counting"))));
+  p.space.first_stage_layers = p.fallback.first_stage_layers = first;
+  p.space.last_stage_layers = p.fallback.last_stage_layers = last;
+  p.space.stage_counting = p.fallback.stage_counting = counting;
 }
 
 void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
@@ -140,6 +154,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   } else {
     p.blanks.push_back("flash_attn");
   }
+  read_stage_split(t, r, p);
   const std::string prec = lower(trim(t.field(r, "precision")));
   s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
   f.bf16 = s.bf16;

@@ -12,7 +12,12 @@
 // A row's `profile` (perf/framework_profile.h) sets its framework's overlaps
 // and ZeRO runtime and narrows its blank knobs to what that framework could
 // do. Optional columns: gated_mlp (SwiGLU), recompute_num_layers (with
-// recompute full: Megatron's block method), source_key (short source name).
+// recompute full: Megatron's block method), source_key (short source name),
+// first_stage_layers and last_stage_layers (Megatron-LM's
+// --decoder-first/last-pipeline-num-layers), stage_counting (blank or
+// "transformer": layers only; "embedding-head": Megatron-DeepSpeed's
+// counting of the embedding and the head as pipeline layers) -- the uneven
+// stages of parallel/stage_layers.h; blank: an even split.
 //
 // The prediction is compared with, in order of preference: TFLOP/s per GPU
 // of the row's tflops_kind (hardware: recompute counted, else model), tokens

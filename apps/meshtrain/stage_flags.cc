@@ -1,0 +1,42 @@
+#include "stage_flags.h"
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::cli {
+
+void add_stage_flags(CLI::App* cmd, StageFlags& f, const std::string& group, bool virtual_stages) {
+  cmd->add_option("--decoder-first-pipeline-num-layers", f.first,
+                  "Transformer layers of the first pipeline stage (the other stages split the rest evenly)")
+      ->group(group);
+  cmd->add_option("--decoder-last-pipeline-num-layers", f.last,
+                  "Transformer layers of the last pipeline stage (the other stages split the rest evenly)")
+      ->group(group);
+  cmd->add_option("--pipeline-layer-counting", f.counting,
+                  "transformer, or embedding-head: the embedding and the head count as one layer each when the "
+                  "layers are split over the stages (Megatron-DeepSpeed)")
+      ->capture_default_str()->group(group);
+  if (virtual_stages)
+    cmd->add_option("--num-virtual-stages-per-pipeline-rank", f.virtual_stages,
+                    "Model chunks per pipeline stage; implies the interleaved schedule")
+        ->group(group);
+}
+
+void apply_stage_flags(const StageFlags& f, bool layers_per_virtual_stage, ParallelConfig& p) {
+  check(f.first >= 0 && f.last >= 0, "decoder-first/last-pipeline-num-layers must be positive (got {}, {})", f.first,
+        f.last);
+  p.first_stage_layers = f.first;
+  p.last_stage_layers = f.last;
+  p.stage_counting = parse_stage_counting(f.counting);
+  if (f.virtual_stages) {
+    check(!layers_per_virtual_stage,
+          "--num-virtual-stages-per-pipeline-rank and --num-layers-per-virtual-pipeline-stage exclude each other");
+    check(*f.virtual_stages > 0, "num-virtual-stages-per-pipeline-rank must be positive (got {})", *f.virtual_stages);
+    p.vpp = *f.virtual_stages;
+    if (p.vpp > 1) p.schedule = ScheduleKind::interleaved;
+  }
+  check(!(layers_per_virtual_stage && p.uneven_stages()),
+        "uneven pipeline stages take --num-virtual-stages-per-pipeline-rank, not "
+        "--num-layers-per-virtual-pipeline-stage (as Megatron-LM)");
+}
+
+}  // namespace meshtrain::cli

@@ -1,0 +1,199 @@
+// Uneven pipeline stages (parallel/stage_layers.h): the splits Megatron-LM's
+// first/last stage counts and Megatron-DeepSpeed's embedding-head counting
+// make, their refusals, the Layout that places the blocks by them, the
+// memory model (the most loaded stage decides fit), the time model (the
+// slowest stage sets the pace) and the published-runs reader.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/layout.h"
+#include "meshtrain/parallel/stage_layers.h"
+#include "meshtrain/perf/memory_model.h"
+#include "meshtrain/perf/predict.h"
+#include "meshtrain/perf/time_model.h"
+#include "meshtrain/tune/planner.h"
+#include "meshtrain/tune/validate.h"
+
+namespace meshtrain {
+namespace {
+
+ParallelConfig pipeline(int pp, int first = 0, int last = 0, StageCounting c = StageCounting::transformer) {
+  ParallelConfig p;
+  p.pp = pp;
+  p.first_stage_layers = first;
+  p.last_stage_layers = last;
+  p.stage_counting = c;
+  p.global_batch_size = 4 * pp;
+  return p;
+}
+
+std::string error_of(int layers, const ParallelConfig& p) {
+  try {
+    stage_layers(layers, p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(StageLayers, EvenFirstLastAndEmbeddingHeadSplits) {
+  EXPECT_EQ(stage_layers(24, pipeline(4)), (std::vector<int>{6, 6, 6, 6}));
+  EXPECT_EQ(stage_layers(30, pipeline(4, 6, 6)), (std::vector<int>{6, 9, 9, 6}));
+  EXPECT_EQ(stage_layers(31, pipeline(4, 4)), (std::vector<int>{4, 9, 9, 9}));
+  EXPECT_EQ(stage_layers(8, pipeline(2, 3)), (std::vector<int>{3, 5}));
+  EXPECT_EQ(stage_layers(8, pipeline(2, 0, 3)), (std::vector<int>{5, 3}));
+  EXPECT_EQ(stage_layers(8, pipeline(2, 2, 6)), (std::vector<int>{2, 6}));
+  // BLOOM-176B (bigscience tr11-176B-ml): 70 layers + embedding + head = 72
+  // items on 12 stages, 6 each: embedding + 5, 6 x 10, 5 + head.
+  std::vector<int> bloom(12, 6);
+  bloom.front() = bloom.back() = 5;
+  EXPECT_EQ(stage_layers(70, pipeline(12, 0, 0, StageCounting::embedding_head)), bloom);
+  EXPECT_EQ(stage_layers(10, pipeline(4, 0, 0, StageCounting::embedding_head)), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(stage_layers(8, pipeline(1, 0, 0, StageCounting::embedding_head)), (std::vector<int>{8}));
+}
+
+TEST(StageLayers, VirtualStagesDivideEachStage) {
+  ParallelConfig p = pipeline(4, 4, 4);
+  p.vpp = 2;
+  p.schedule = ScheduleKind::interleaved;
+  const std::vector<int> s = stage_layers(20, p);  // 4, 6, 6, 4: chunks of 2, 3, 3, 2
+  EXPECT_EQ(s, (std::vector<int>{4, 6, 6, 4}));
+  // Virtual stages c x pp + s in order: 2 3 3 2 | 2 3 3 2.
+  const int firsts[] = {0, 2, 5, 8, 10, 12, 15, 18};
+  for (int v = 0; v < 8; ++v) EXPECT_EQ(virtual_stage_first_layer(s, 2, v), firsts[v]) << v;
+  p.first_stage_layers = p.last_stage_layers = 3;  // 3 does not divide by 2 chunks
+  EXPECT_NE(error_of(22, p).find("are not divisible by the 2 virtual pipeline stages"), std::string::npos);
+}
+
+TEST(StageLayers, RefusesWhatDoesNotDivideInOneLine) {
+  EXPECT_NE(error_of(70, pipeline(12)).find("num-layers 70 is not divisible by pipeline-model-parallel-size"),
+            std::string::npos);
+  EXPECT_NE(error_of(31, pipeline(4, 6, 6)).find("leaves 19 layers, not divisible over the other 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(8, pipeline(2, 3, 3)).find("!= num-layers 8"), std::string::npos);
+  EXPECT_NE(error_of(8, pipeline(1, 3)).find("need pipeline-model-parallel-size > 1"), std::string::npos);
+  EXPECT_NE(error_of(8, pipeline(4, 0, 0, StageCounting::embedding_head))
+                .find("num-layers 8 + 2 (embedding and head counted as layers) is not divisible"),
+            std::string::npos);
+  EXPECT_NE(error_of(8, pipeline(2, 3, 0, StageCounting::embedding_head)).find("exclude each other"),
+            std::string::npos);
+  EXPECT_NE(error_of(8, pipeline(4, 6, 0)).find("not divisible over the other 3"), std::string::npos);
+  ParallelConfig v = pipeline(2, 0, 0, StageCounting::embedding_head);
+  v.vpp = 2;
+  EXPECT_NE(error_of(6, v).find("no interleaved schedule"), std::string::npos);
+  for (const std::string& e : {error_of(70, pipeline(12)), error_of(31, pipeline(4, 6, 6))})
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+TEST(StageLayers, LayoutPlacesTheBlocksOfEveryStage) {
+  ModelConfig m = load_model_config("tiny");
+  m.num_layers = 10;
+  if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
+  const ParallelConfig p = pipeline(4, 0, 0, StageCounting::embedding_head);
+  std::vector<int> layers;
+  for (int s = 0; s < 4; ++s) {
+    const Layout L = Layout::build(m, p, 0, s);
+    EXPECT_EQ(L.layers_per_chunk(), (std::vector<int>{2, 3, 3, 2})[s]);
+    for (int i = 0; i < L.layers_per_chunk(); ++i) layers.push_back(L.block(0, i).layer);
+    EXPECT_EQ(L.has_embedding(0), s == 0);
+    EXPECT_EQ(L.has_head(0), s == 3);
+  }
+  EXPECT_EQ(layers, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+perf::SystemSpec big_device() { return perf::load_system_spec("dgx-a100-80gb"); }
+
+ModelConfig gpt(int layers, int hidden, int heads, int seq, int vocab) {
+  ModelConfig m;
+  m.name = "test";
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.seq_length = seq;
+  m.vocab_size = vocab;
+  return m;
+}
+
+TEST(StageLayers, TheMostLoadedStageDecidesMemory) {
+  // 4 stages of 1, 7, 7, 1 layers: the middle stage 1 holds the most.
+  const ModelConfig m = gpt(16, 1024, 16, 1024, 1000);
+  ParallelConfig p = pipeline(4, 1, 1);
+  p.bf16 = true;
+  perf::PerfCache cache;
+  const perf::MemoryEstimate e = perf::estimate_memory(m, p, big_device(), cache);
+  EXPECT_EQ(e.worst_stage, 1);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_LE(perf::stage_memory(m, p, big_device(), s, cache).total(), e.worst.total() + 1) << s;
+  // Stage 1 holds 7 blocks' parameters, stage 0 one block's and the (small) embedding's.
+  const perf::MemoryBytes first = perf::stage_memory(m, p, big_device(), 0, cache);
+  EXPECT_GT(e.worst.parameters, 5 * first.parameters);
+}
+
+TEST(StageLayers, TheSlowestStageSetsThePace) {
+  // The same model and GPUs: an even split beats 1, 7, 7, 1, and the uneven
+  // split's critical stage carries 7 layers.
+  const ModelConfig m = gpt(16, 2048, 16, 1024, 1000);
+  ParallelConfig even = pipeline(4);
+  even.global_batch_size = 32;
+  even.bf16 = true;
+  ParallelConfig skew = even;
+  skew.first_stage_layers = skew.last_stage_layers = 1;
+  const perf::Prediction a = perf::predict(m, even, big_device(), 4);
+  const perf::Prediction b = perf::predict(m, skew, big_device(), 4);
+  EXPECT_GT(b.step_time_s, a.step_time_s * 1.4);  // 7 / 4 layers at the pace-setting stage, less the head
+  // The 7-layer stages run 7 blocks per chunk; their work for all
+  // micro-batches bounds the step from below.
+  perf::PerfCache cache;
+  const perf::StepCosts c = perf::step_costs(m, skew, big_device(), {}, cache);
+  const perf::ChunkCost& heavy = c.chunk(1, 0);
+  EXPECT_GT(heavy.forward_compute_s, 3 * c.chunk(0, 0).forward_compute_s);  // 7 blocks vs 1 and the embedding
+  EXPECT_GE(b.step_time_s, skew.num_micro_batches() * (heavy.forward_s() + heavy.backward_s()));
+}
+
+TEST(StageLayers, PlannerEvaluatesAndSearchesSplits) {
+  // 70 layers on 12 stages only split with the embedding and the head counted.
+  ModelConfig m = gpt(70, 1024, 16, 1024, 50000);
+  tune::SearchSpace space;
+  space.tp = {1};
+  space.pp = {12};
+  space.zero_stage = {1};
+  space.micro_batch_size = {1};
+  space.recompute = {Recompute::full};
+  space.flash_attention = {true};
+  space.vpp = {1};
+  const tune::Plan even = tune::plan(m, big_device(), 24, 48, space);
+  EXPECT_TRUE(even.ranked.empty());
+  space.search_stage_splits = true;
+  const tune::Plan searched = tune::plan(m, big_device(), 24, 48, space);
+  ASSERT_FALSE(searched.ranked.empty());
+  EXPECT_EQ(searched.ranked[0].config.stage_counting, StageCounting::embedding_head);
+  EXPECT_NE(tune::describe(searched.ranked[0].config).find("stages=embedding-head"), std::string::npos);
+}
+
+TEST(StageLayers, PublishedRunsReaderTakesTheSplitColumns) {
+  const tune::Validation v =
+      tune::validate_runs(tune::read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/uneven-stages-runs.csv"));
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_EQ(v.rows[0].id, "bloom-shape-embedding-head");
+  EXPECT_EQ(v.rows[0].config.stage_counting, StageCounting::embedding_head);
+  EXPECT_EQ(v.rows[0].config.pp, 12);
+  EXPECT_TRUE(v.rows[0].compared);
+  EXPECT_EQ(v.rows[1].id, "first-last");
+  EXPECT_EQ(v.rows[1].config.first_stage_layers, 6);
+  EXPECT_EQ(v.rows[1].config.last_stage_layers, 6);
+  ASSERT_EQ(v.skipped.size(), 3u);
+  std::string skipped;
+  for (const std::string& line : v.skipped) skipped += line + "\n";
+  EXPECT_NE(skipped.find("bloom-shape-even line 3: num-layers 70 is not divisible"), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("first-last-not-dividing line 5: num-layers 30 minus"), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("leaves 19 layers"), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("unknown-counting line 6: unknown pipeline layer counting 'by-parameters'"),
+            std::string::npos)
+      << skipped;
+}
+
+}  // namespace
+}  // namespace meshtrain
