@@ -7,7 +7,8 @@ NP    ?= 8
 FUZZ_SECONDS ?= 60
 RUNS  ?= 1800
 SEED  ?= 1
-.PHONY: deps build audit test demo bench sanitize fuzz mutation clean
+FUZZ_KINDS := token_file model_json system_json csv public_runs checkpoint_metadata
+.PHONY: deps build audit test demo bench sanitize fuzz fuzz-build mutation clean
 
 deps:
 	@scripts/install-deps
@@ -21,7 +22,7 @@ build: deps
 audit: build
 	@scripts/audit-deps $(BUILD)
 
-test: build audit
+test: build audit fuzz-build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 demo: build
@@ -32,9 +33,10 @@ bench: build
 	@scripts/bench
 
 # The unit tests (and the short mutation run) built with AddressSanitizer
-# and UndefinedBehaviorSanitizer.
+# and UndefinedBehaviorSanitizer. (Host code only: the sanitizers do not
+# instrument GPU kernels, so this build leaves the CUDA backend out.)
 sanitize: deps
-	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_SANITIZE=ON -DMESHTRAIN_CUDA=OFF >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j 1 -L 'unit|fuzz'
@@ -44,12 +46,20 @@ sanitize: deps
 # inputs go to $(BUILD)-fuzz/corpus, findings to $(BUILD)-fuzz/crash-*.
 fuzz: deps
 	@scripts/install-deps --fuzz
-	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_FUZZ=ON >/dev/null
-	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_token_file fuzz_model_json fuzz_system_json fuzz_csv
-	@for k in token_file model_json system_json csv; do mkdir -p $(BUILD)-fuzz/corpus/$$k; \
-	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)-fuzz/fuzz/fuzz_$$k -max_total_time=$(FUZZ_SECONDS) \
+	@$(MAKE) --no-print-directory fuzz-build
+	@for k in $(FUZZ_KINDS); do mkdir -p $(BUILD)-fuzz/corpus/$$k; \
+	  $(BUILD)-fuzz/fuzz/fuzz_$$k -max_total_time=$(FUZZ_SECONDS) \
 	    -artifact_prefix=$(BUILD)-fuzz/crash-$$k- $(BUILD)-fuzz/corpus/$$k fuzz/corpus/$$k fuzz/regressions/$$k \
 	    || exit 1; done
+
+# The libFuzzer targets (whose short seeded runs make test includes), when
+# clang and libFuzzer are installed; otherwise those tests say they are skipped.
+fuzz-build:
+	@if command -v clang++ >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then \
+	  cmake -S . -B $(BUILD)-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_FUZZ=ON \
+	    -DMESHTRAIN_CUDA=OFF >/dev/null && \
+	  cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_KINDS)); \
+	else echo "fuzz-build: clang or libFuzzer absent (scripts/install-deps --fuzz): the libFuzzer tests are skipped"; fi
 
 # The long seeded mutation run: RUNS runs of the binary on mutated inputs.
 mutation: build

@@ -10,12 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/checkpoint/metadata.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/token_file.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/perf/predict.h"
 #include "meshtrain/perf/system_spec.h"
 #include "meshtrain/tune/csv.h"
+#include "meshtrain/tune/validate.h"
 
 namespace meshtrain::fuzz {
 
@@ -102,12 +104,31 @@ void accept_csv(std::string_view bytes) {
   (void)tune::read_csv(in);
 }
 
+void accept_public_runs(std::string_view bytes) {
+  std::istringstream in{std::string(bytes)};
+  (void)tune::read_runs(tune::read_csv(in));
+}
+
+void accept_checkpoint_metadata(std::string_view bytes) {
+  const nlohmann::json meta = checkpoint::parse_metadata(bytes, "metadata.json");
+  ModelConfig m;  // configs/models/tiny.json with one layer (fuzz/corpus/checkpoint_metadata)
+  m.num_layers = 1;
+  m.hidden_size = 32;
+  m.num_attention_heads = 4;
+  m.seq_length = 16;
+  m.max_position_embeddings = 16;
+  m.vocab_size = 200;
+  checkpoint::check_metadata_tensors(meta, m);
+}
+
 const char* input_kind_name(InputKind k) {
   switch (k) {
     case InputKind::token_file: return "token_file";
     case InputKind::model_json: return "model_json";
     case InputKind::system_json: return "system_json";
     case InputKind::csv: return "csv";
+    case InputKind::public_runs: return "public_runs";
+    case InputKind::checkpoint_metadata: return "checkpoint_metadata";
   }
   return "?";
 }
@@ -118,6 +139,8 @@ void accept(InputKind k, std::string_view bytes) {
     case InputKind::model_json: return accept_model_json(bytes);
     case InputKind::system_json: return accept_system_json(bytes);
     case InputKind::csv: return accept_csv(bytes);
+    case InputKind::public_runs: return accept_public_runs(bytes);
+    case InputKind::checkpoint_metadata: return accept_checkpoint_metadata(bytes);
   }
 }
 

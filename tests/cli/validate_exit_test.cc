@@ -59,6 +59,14 @@ TEST(ValidateCli, FailsWhenNothingCouldBeCompared) {
   EXPECT_NE(header_only.err.find("no row could be compared"), std::string::npos) << header_only.err;
   const Outcome json = validate(kHeader, "--json");
   EXPECT_NE(json.exit_code, 0);
+  // An empty file and binary garbage said "0 rows compared" and exited 0.
+  const Outcome empty = validate("");
+  EXPECT_NE(empty.exit_code, 0);
+  EXPECT_FALSE(empty.err.empty());
+  const char garbage[] = "\x7f" "ELF\x02\x01\x01\0\0\0\xff\xfe,\n\x01\x02";
+  const Outcome binary = validate(std::string(garbage, sizeof(garbage) - 1));
+  EXPECT_NE(binary.exit_code, 0);
+  EXPECT_FALSE(binary.err.empty());
 }
 
 TEST(ValidateCli, AcceptsAByteOrderMark) {

@@ -24,6 +24,9 @@ elif [ "$elapsed" -ge "$limit" ]; then
 elif ! grep -Eq "$pattern" "$log"; then
   echo "expect_failure: FAIL: the output does not match: $pattern"
   status=1
+elif [ -n "$EXPECT_ABSENT" ] && grep -Eq "$EXPECT_ABSENT" "$log"; then
+  echo "expect_failure: FAIL: the output matches: $EXPECT_ABSENT"
+  status=1
 fi
 rm -f "$log"
 exit $status

@@ -6,8 +6,10 @@
 //                              weights bit-identical to the uninterrupted run;
 //   Resume.OtherLayouts        that checkpoint loaded serially, TP4, PP2 x DP2
 //                              (ZeRO-2) and DP4 (ZeRO-3): within 1e-5;
-//   Resume.AsyncSaveBitwise    --async-save: every save committed, a resume
-//                              from the second one bitwise;
+//   Resume.AsyncSaveBitwise    --async-save --keep-last 2: every save committed,
+//                              the oldest pruned, the snapshot buffer counted
+//                              as host memory, a resume from the second one
+//                              bitwise;
 //   Fault.SigkillDuringSave    a rank killed after writing its shard of the
 //                              second checkpoint: `latest` names the first,
 //                              resuming from it is bitwise;
@@ -19,7 +21,8 @@
 //   NonFinite.*                the NaN stop (nothing saved after it), a skipped
 //                              step, the skip budget exhausted;
 //   Fault.DiskFull             a small tmpfs fills during the second save: the
-//                              first checkpoint stays loadable.
+//                              first checkpoint stays loadable; the same with
+//                              --async-save (the background write fails).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -180,16 +183,23 @@ TEST(Resume, AsyncSaveBitwise) {
   fs::create_directories(d);
   const Outcome full = sh(train(2, fmt::format("--train-iters 6 --report {}", (d / "full.json").string())));
   ASSERT_EQ(full.rc, 0) << full.output;
-  const Outcome saved = sh(train(2, fmt::format("--train-iters 6 --save {} --save-interval 2 --async-save --report {}",
-                                                (d / "c").string(), (d / "saved.json").string())));
+  const Outcome saved = sh(train(2, fmt::format("--train-iters 6 --save {} --save-interval 2 --async-save --keep-last 2 "
+                                                "--report {}", (d / "c").string(), (d / "saved.json").string())));
   ASSERT_EQ(saved.rc, 0) << saved.output;
   EXPECT_EQ(read_file(d / "c" / "latest"), "iter_0000006\n");
+  EXPECT_FALSE(fs::exists(d / "c" / "iter_0000002"));  // pruned by --keep-last 2
+  EXPECT_TRUE(fs::exists(d / "c" / "iter_0000004"));
   const nlohmann::json s = read_json(d / "saved.json");
   ASSERT_EQ(s["checkpoints"].size(), 3u);
   for (const auto& c : s["checkpoints"]) {
     EXPECT_TRUE(c["async"].get<bool>());
     EXPECT_GT(c["bytes"].get<int64_t>(), 0);  // committed, with its write figures
+    EXPECT_GT(c["write_s"].get<double>(), 0);
+    EXPECT_GE(c["stall_s"].get<double>(), c["snapshot_s"].get<double>());
   }
+  // The snapshot buffer is kept between saves and reported as host memory.
+  const auto shard = static_cast<int64_t>(fs::file_size(d / "c" / "iter_0000006" / "rank_00000.safetensors"));
+  EXPECT_GE(s["memory_peak_bytes"]["checkpoint"].get<int64_t>(), shard);
   const Outcome res = sh(train(2, fmt::format("--train-iters 6 --load {} --report {}", (d / "c" / "iter_0000004").string(),
                                               (d / "res.json").string())));
   ASSERT_EQ(res.rc, 0) << res.output;
@@ -377,6 +387,18 @@ TEST(Fault, DiskFull) {
   EXPECT_FALSE(fs::exists(m / "c" / "iter_0000004.tmp"));
   const Outcome l = sh(train(2, fmt::format("--train-iters 2 --load {}", (m / "c").string())));
   EXPECT_EQ(l.rc, 0) << l.output;
+  // The same with --async-save: the background write of the second save
+  // fails; the error ends the run (at the next step, the next save or the
+  // exit) with a non-zero status, and `latest` still names the first.
+  fs::remove_all(m / "c");
+  const Outcome a = sh(train(2, fmt::format("--train-iters 6 --save {} --save-interval 2 --async-save", (m / "c").string())));
+  EXPECT_NE(a.rc, 0);
+  EXPECT_NE(a.output.find("cannot save checkpoint of iteration 4"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("No space left on device"), std::string::npos) << a.output;
+  EXPECT_EQ(read_file(m / "c" / "latest"), "iter_0000002\n");
+  EXPECT_FALSE(fs::exists(m / "c" / "iter_0000004"));
+  EXPECT_FALSE(fs::exists(m / "c" / "iter_0000004.tmp"));
+  EXPECT_FALSE(fs::exists(m / "c" / "iter_0000006"));
   umount(m.c_str());
 }
 

@@ -1,8 +1,5 @@
 // verify_checkpoint and load_checkpoint (checkpoint.h).
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +12,9 @@
 
 #include "meshtrain/checkpoint/checkpoint.h"
 #include "meshtrain/checkpoint/checkpoint_dir.h"
+#include "meshtrain/checkpoint/metadata.h"
 #include "meshtrain/checkpoint/safetensors.h"
-#include "meshtrain/checkpoint/shard_file.h"
+#include "meshtrain/checkpoint/shard_io.h"
 #include "meshtrain/comm/agreed_error.h"
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/core/error.h"
@@ -35,42 +33,7 @@ nlohmann::json read_metadata(const std::string& path) {
   check(in.good(), "cannot read {}", f.string());
   std::stringstream ss;
   ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  check(j.is_object() && j.value("format", "") == "meshtrain-checkpoint", "{} is not meshtrain checkpoint metadata",
-        f.string());
-  const int v = j.contains("format_version") && j["format_version"].is_number_integer() ? j["format_version"].get<int>() : -1;
-  check(v == kCheckpointFormatVersion, "metadata format version {} is unknown (this meshtrain reads version {})", v,
-        kCheckpointFormatVersion);
-  for (const char* k : {"iteration", "tensors", "files", "rng", "skipped_steps", "consumed_samples"})
-    check(j.contains(k), "metadata.json lacks \"{}\"", k);
-  return j;
-}
-
-// Every tensor of this model is in the checkpoint with its global shape and
-// all its elements; the checkpoint holds no other tensor.
-void check_tensors(const nlohmann::json& meta, const ModelConfig& m) {
-  const Layout serial = Layout::build(m, ParallelConfig{}, 0, 0);
-  const nlohmann::json& tensors = meta["tensors"];
-  std::set<std::string> names;
-  for (const Unit& u : serial.units()) {
-    for (const ParamSpec& s : u.params) {
-      names.insert(s.name);
-      check(tensors.contains(s.name), "tensor {} of the model is missing", s.name);
-      const nlohmann::json& t = tensors[s.name];
-      const std::vector<int64_t> shape = t.at("global_shape"), want{s.rows, s.cols};
-      check(shape == want, "tensor {} has shape [{}], the model needs [{}, {}]", s.name, fmt::join(shape, ", "),
-            s.rows, s.cols);
-      int64_t covered = 0;
-      for (const auto& sh : t.at("shards")) {
-        const std::vector<int64_t> r = sh.at("flattened_range");
-        covered += r.at(1) - r.at(0);
-      }
-      check(covered == s.rows * s.cols, "tensor {}: its shards hold {} of its {} elements", s.name, covered,
-            s.rows * s.cols);
-    }
-  }
-  for (const auto& [name, t] : tensors.items())
-    check(names.count(name) == 1, "it holds tensor {}, which this model does not have", name);
+  return parse_metadata(ss.str(), f.string());
 }
 
 int64_t bytes_of(const fs::path& p) {
@@ -79,19 +42,31 @@ int64_t bytes_of(const fs::path& p) {
   return ec ? -1 : static_cast<int64_t>(n);
 }
 
-uint32_t file_crc(const fs::path& p) {
+// The safetensors header of one shard file: where its data starts, and its
+// entries.
+struct ShardHeader {
+  int64_t data_start = 0;
+  std::map<std::string, StEntry> entries;
+};
+
+ShardHeader read_header(const fs::path& p, int64_t size) {
   std::ifstream in(p, std::ios::binary);
-  std::vector<char> buf(8 << 20);
-  uint32_t crc = 0;
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    crc = crc32_of(buf.data(), in.gcount(), crc);
-  }
-  return crc;
+  check(in.good(), "cannot open shard file {}", p.string());
+  std::string prefix(8, '\0');
+  in.read(prefix.data(), 8);
+  const int64_t n = st_header_length(prefix, size);
+  std::string json(static_cast<size_t>(n), '\0');
+  in.read(json.data(), n);
+  check(in.gcount() == n, "cannot read the header of shard file {}", p.string());
+  ShardHeader h;
+  h.data_start = 8 + n;
+  h.entries = st_parse_header(json, size - h.data_start);
+  return h;
 }
 
-// Every file exists with its size; file i's header and CRC-32 are checked by
-// rank i % world.
+// Every file exists with its recorded size and block checksums; file i's
+// header is parsed by rank i % world. (The data's checksums are checked
+// block by block as the load reads it.)
 void check_files(const std::string& path, const nlohmann::json& meta, int rank, int world) {
   int i = 0;
   for (const auto& [name, f] : meta["files"].items()) {
@@ -99,101 +74,142 @@ void check_files(const std::string& path, const nlohmann::json& meta, int rank, 
     const int64_t n = bytes_of(p), want = f.at("bytes").get<int64_t>();
     check(n >= 0, "shard file {} is missing", p.string());
     check(n == want, "shard file {} has {} bytes, the metadata records {} (truncated?)", p.string(), n, want);
-    if (i++ % world != rank) continue;
-    const uint32_t crc = file_crc(p);
-    check(crc == f.at("crc32").get<uint32_t>(), "shard file {} fails its checksum (CRC-32 {:08x}, recorded {:08x})",
-          p.string(), crc, f.at("crc32").get<uint32_t>());
+    const int64_t block = f.at("block_bytes").get<int64_t>();
+    check(block > 0 && block % kIoAlign == 0, "shard file {}: block size {} is not a multiple of {}", name, block,
+          kIoAlign);
+    check(f.at("block_crc32").is_array() && int64_t(f["block_crc32"].size()) == (n + block - 1) / block,
+          "shard file {}: the metadata records {} block checksums for {} bytes", name, f["block_crc32"].size(), n);
+    if (i++ % world == rank) read_header(p, n);
   }
 }
 
-// Reads entries of the shard files of one checkpoint as fp32.
-class ShardReader {
- public:
-  explicit ShardReader(std::string path) : path_(std::move(path)) {}
-  ~ShardReader() {
-    for (auto& [name, f] : files_) ::close(f.fd);
-  }
-  std::vector<float> read(const std::string& file, const std::string& key) {
-    File& f = open(file);
-    const auto it = f.entries.find(key);
-    check(it != f.entries.end(), "shard file {} lacks tensor {}", file, key);
-    const StEntry& e = it->second;
-    std::vector<char> raw(static_cast<size_t>(e.end - e.begin));
-    read_at(f, file, raw.data(), f.data_start + e.begin, raw.size());
-    const int64_t n = (e.end - e.begin) / st_dtype_bytes(e.dtype);
-    std::vector<float> out(static_cast<size_t>(n));
-    if (e.dtype == StDtype::f32) {
-      std::memcpy(out.data(), raw.data(), raw.size());
-    } else {
-      const bf16* b = reinterpret_cast<const bf16*>(raw.data());
-      for (int64_t i = 0; i < n; ++i) out[i] = to_f32(b[i]);
-    }
-    return out;
-  }
-
- private:
-  struct File {
-    int fd = -1;
-    int64_t data_start = 0;
-    std::map<std::string, StEntry> entries;
-  };
-  void read_at(const File& f, const std::string& file, char* dst, int64_t at, size_t n) {
-    while (n > 0) {
-      const ssize_t r = ::pread(f.fd, dst, n, at);
-      if (r < 0 && errno == EINTR) continue;
-      check(r > 0, "cannot read shard file {}: {}", file, r < 0 ? std::strerror(errno) : "unexpected end");
-      dst += r;
-      at += r;
-      n -= static_cast<size_t>(r);
-    }
-  }
-  File& open(const std::string& file) {
-    if (auto it = files_.find(file); it != files_.end()) return it->second;
-    const std::string p = (fs::path(path_) / file).string();
-    File f;
-    f.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    check(f.fd >= 0, "cannot open shard file {}: {}", p, std::strerror(errno));
-    File& slot = files_.emplace(file, f).first->second;
-    const int64_t size = bytes_of(p);
-    std::string prefix(8, '\0');
-    read_at(slot, file, prefix.data(), 0, 8);
-    const int64_t n = st_header_length(prefix, size);
-    std::string json(static_cast<size_t>(n), '\0');
-    read_at(slot, file, json.data(), 8, json.size());
-    slot.data_start = 8 + n;
-    slot.entries = st_parse_header(json, size - slot.data_start);
-    return slot;
-  }
-  std::string path_;
-  std::map<std::string, File> files_;
+// One run of elements to move from a shard file into the training state.
+struct Copy {
+  int64_t begin = 0, end = 0;  // bytes of the file
+  StDtype src = StDtype::f32;
+  char* dst = nullptr;         // the first destination element
+  int dst_bytes = 4;           // 4: float, 2: bf16
 };
 
-// The rank's slice of one tensor (local_rows x local_cols of `s`), entry
-// `kind` ("master", "exp_avg", ...), gathered from every saved shard that
-// intersects it, by global element index.
-std::vector<float> read_slice(ShardReader& reader, const nlohmann::json& tensor, const std::string& name,
-                              const std::string& kind, const ParamSpec& s) {
-  std::vector<float> out(static_cast<size_t>(s.numel()));
-  int64_t filled = 0;
-  for (const auto& sh : tensor.at("shards")) {
-    const std::vector<int64_t> off = sh.at("global_offset"), shape = sh.at("local_shape"),
-                               range = sh.at("flattened_range");
-    const int64_t lc = shape.at(1), first_row = off[0] + range[0] / lc, last_row = off[0] + (range[1] - 1) / lc;
-    if (range[1] <= range[0] || last_row < s.row_offset || first_row >= s.row_offset + s.local_rows) continue;
-    if (off[1] + lc <= s.col_offset || off[1] >= s.col_offset + s.local_cols) continue;
-    const std::vector<float> v = reader.read(sh.at("file"), name + "/" + kind);
-    check(int64_t(v.size()) == range[1] - range[0], "tensor {}/{} in {} has {} elements, its range {}", name, kind,
-          sh.at("file").get<std::string>(), v.size(), range[1] - range[0]);
-    for (int64_t k = range[0]; k < range[1]; ++k) {
-      const int64_t gi = off[0] + k / lc - s.row_offset, gj = off[1] + k % lc - s.col_offset;
-      if (gi < 0 || gi >= s.local_rows || gj < 0 || gj >= s.local_cols) continue;
-      out[gi * s.local_cols + gj] = v[k - range[0]];
-      ++filled;
+// Collects the copies that fill parts of this rank's state from the shard
+// files, then reads each file once (only the blocks holding them).
+class LoadPlan {
+ public:
+  LoadPlan(std::string path, const nlohmann::json& meta) : path_(std::move(path)), meta_(meta) {}
+
+  // Elements [a, b) of this rank's slice of `s` (the checkpoint's tensor
+  // `name`, entry `kind`) into dst[0, b - a).
+  template <class D>
+  void add(const std::string& name, const std::string& kind, const ParamSpec& s, int64_t a, int64_t b, D* dst) {
+    int64_t filled = 0;
+    for (const auto& sh : meta_["tensors"].at(name).at("shards"))
+      filled += add_shard(sh, name + "/" + kind, s, a, b, reinterpret_cast<char*>(dst), int(sizeof(D)));
+    check(filled == b - a, "tensor {}/{}: the checkpoint covers {} of this rank's {} elements", name, kind, filled,
+          b - a);
+  }
+
+  // Reads and scatters everything added; returns the bytes read.
+  int64_t run();
+
+ private:
+  int64_t add_shard(const nlohmann::json& sh, const std::string& key, const ParamSpec& s, int64_t a, int64_t b,
+                    char* dst, int dst_bytes);
+  void push(const std::string& file, const Copy& c);
+  const ShardHeader& header(const std::string& file);
+
+  std::string path_;
+  const nlohmann::json& meta_;
+  std::map<std::string, ShardHeader> headers_;
+  std::map<std::string, std::vector<Copy>> copies_;  // by file
+};
+
+const ShardHeader& LoadPlan::header(const std::string& file) {
+  if (auto it = headers_.find(file); it != headers_.end()) return it->second;
+  const fs::path p = fs::path(path_) / file;
+  return headers_.emplace(file, read_header(p, bytes_of(p))).first->second;
+}
+
+void LoadPlan::push(const std::string& file, const Copy& c) {
+  std::vector<Copy>& v = copies_[file];
+  if (!v.empty()) {
+    Copy& l = v.back();
+    const int64_t n = (l.end - l.begin) / st_dtype_bytes(l.src);
+    if (l.end == c.begin && l.src == c.src && l.dst_bytes == c.dst_bytes && l.dst + n * l.dst_bytes == c.dst) {
+      l.end = c.end;
+      return;
     }
   }
-  check(filled == s.numel(), "tensor {}/{}: the checkpoint covers {} of this rank's {} elements", name, kind, filled,
-        s.numel());
-  return out;
+  v.push_back(c);
+}
+
+// The saved shard `sh` holds elements [r0, r1) of its lr x lc slice at
+// global (off0, off1); each global row both it and [a, b) of this rank's
+// slice touch gives one run of columns. Returns the elements added.
+int64_t LoadPlan::add_shard(const nlohmann::json& sh, const std::string& key, const ParamSpec& s, int64_t a,
+                            int64_t b, char* dst, int dst_bytes) {
+  const std::vector<int64_t> off = sh.at("global_offset"), shape = sh.at("local_shape"),
+                             range = sh.at("flattened_range");
+  const int64_t lc = shape.at(1), r0 = range.at(0), r1 = range.at(1), LC = s.local_cols;
+  const int64_t x0 = std::max(off.at(1), s.col_offset), x1 = std::min(off[1] + lc, s.col_offset + LC);
+  if (r1 <= r0 || a >= b || x0 >= x1) return 0;
+  const int64_t g_lo = std::max(off[0] + r0 / lc, s.row_offset + a / LC),
+                g_hi = std::min(off[0] + (r1 - 1) / lc, s.row_offset + (b - 1) / LC);
+  if (g_lo > g_hi) return 0;
+  const std::string file = sh.at("file");
+  const ShardHeader& h = header(file);
+  const auto it = h.entries.find(key);
+  check(it != h.entries.end(), "shard file {} lacks tensor {}", file, key);
+  const StEntry& e = it->second;
+  const int esz = st_dtype_bytes(e.dtype);
+  check((e.end - e.begin) / esz == r1 - r0, "tensor {} in {} has {} elements, its range {}", key, file,
+        (e.end - e.begin) / esz, r1 - r0);
+  const int64_t at = h.data_start + e.begin;
+  check(at % esz == 0, "tensor {} in {} starts at byte {}, not a multiple of its element size", key, file, at);
+  int64_t filled = 0;
+  for (int64_t g = g_lo; g <= g_hi; ++g) {
+    const int64_t sk = (g - off[0]) * lc, tk = (g - s.row_offset) * LC;
+    const int64_t c0 = std::max({x0, off[1] + std::max<int64_t>(0, r0 - sk), s.col_offset + std::max<int64_t>(0, a - tk)});
+    const int64_t c1 = std::min({x1, off[1] + std::min(lc, r1 - sk), s.col_offset + std::min(LC, b - tk)});
+    if (c0 >= c1) continue;
+    const int64_t src = sk + (c0 - off[1]) - r0, to = tk + (c0 - s.col_offset) - a;
+    push(file, {at + src * esz, at + (src + c1 - c0) * esz, e.dtype, dst + to * dst_bytes, dst_bytes});
+    filled += c1 - c0;
+  }
+  return filled;
+}
+
+// Converts n elements of dtype `src` to float or bf16 (dst_bytes 4 or 2).
+void convert(const char* from, StDtype src, char* to, int dst_bytes, int64_t n) {
+  if ((src == StDtype::f32) == (dst_bytes == 4)) {
+    std::memcpy(to, from, static_cast<size_t>(n * dst_bytes));
+  } else if (src == StDtype::f32) {
+    const float* f = reinterpret_cast<const float*>(from);
+    bf16* t = reinterpret_cast<bf16*>(to);
+    for (int64_t i = 0; i < n; ++i) t[i] = from_f32<bf16>(f[i]);
+  } else {
+    const bf16* f = reinterpret_cast<const bf16*>(from);
+    float* t = reinterpret_cast<float*>(to);
+    for (int64_t i = 0; i < n; ++i) t[i] = to_f32(f[i]);
+  }
+}
+
+int64_t LoadPlan::run() {
+  int64_t bytes = 0;
+  for (auto& [file, copies] : copies_) {
+    std::stable_sort(copies.begin(), copies.end(), [](const Copy& x, const Copy& y) { return x.begin < y.begin; });
+    std::vector<ByteRange> ranges;
+    ranges.reserve(copies.size());
+    for (const Copy& c : copies) ranges.push_back({c.begin, c.end});
+    const nlohmann::json& f = meta_["files"].at(file);
+    const std::vector<uint32_t> crcs = f.at("block_crc32");
+    bytes += read_ranges((fs::path(path_) / file).string(), f.at("bytes"), f.at("block_bytes"), crcs, ranges,
+                         [&](size_t i, int64_t offset, const char* data, int64_t n) {
+                           const Copy& c = copies[i];
+                           const int esz = st_dtype_bytes(c.src);
+                           convert(data, c.src, c.dst + offset / esz * c.dst_bytes, c.dst_bytes, n / esz);
+                         });
+  }
+  return bytes;
 }
 
 // The checkpoint's name of parameter `s`: the serial model's tensor with the
@@ -213,7 +229,7 @@ void verify_checkpoint(const std::string& dir, const ModelConfig& m, uint64_t se
   try {
     const std::string path = resolve_checkpoint(dir);
     const nlohmann::json meta = read_metadata(path);
-    check_tensors(meta, m);
+    check_metadata_tensors(meta, m);
     const uint64_t saved = meta["rng"].value("seed", uint64_t{0});
     check(saved == seed, "it was trained with --seed {}, this run has --seed {} (the data order would differ)", saved,
           seed);
@@ -237,29 +253,25 @@ CheckpointMeta load_checkpoint(const std::string& dir, const ModelConfig& model,
     out.skipped_steps = meta["skipped_steps"];
     out.seed = meta["rng"].value("seed", uint64_t{0});
     const std::string value = meta["dtypes"].contains("master") ? "master" : "weight";
-    ShardReader reader(out.path);
+    LoadPlan plan(out.path, meta);
     std::map<const ParamSpec*, std::vector<typename ShardedState<T>::OptimizerShard>> shards;
     for (const auto& sh : state.optimizer_shards()) shards[sh.spec].push_back(sh);
     const std::map<uint64_t, std::string> names = names_by_stream(model);
     for (const Unit& u : state.layout().units()) {
       for (const ParamSpec& s : u.params) {
         const std::string& name = names.at(s.stream);
-        const nlohmann::json& t = meta["tensors"].at(name);
-        const std::vector<float> w = read_slice(reader, t, name, value, s);
-        if (T* dst = state.slice_weights(s))
-          for (int64_t i = 0; i < s.numel(); ++i) dst[i] = from_f32<T>(w[i]);
-        if (!shards.count(&s)) continue;
-        const std::vector<float> m = read_slice(reader, t, name, "exp_avg", s), v = read_slice(reader, t, name, "exp_avg_sq", s);
+        T* slice = state.slice_weights(s);  // ZeRO 0-2: the whole slice (the shards' weights lie in it)
+        if (slice) plan.add(name, value, s, 0, s.numel(), slice);
         for (const auto& sh : shards[&s]) {
-          for (int64_t k = 0; k < sh.length; ++k) {
-            sh.weights[k] = from_f32<T>(w[sh.begin + k]);
-            if (sh.master) sh.master[k] = w[sh.begin + k];
-            sh.m[k] = m[sh.begin + k];
-            sh.v[k] = v[sh.begin + k];
-          }
+          const int64_t a = sh.begin, b = sh.begin + sh.length;
+          if (!slice) plan.add(name, value, s, a, b, sh.weights);
+          if (sh.master) plan.add(name, value, s, a, b, sh.master);
+          plan.add(name, "exp_avg", s, a, b, sh.m);
+          plan.add(name, "exp_avg_sq", s, a, b, sh.v);
         }
       }
     }
+    out.bytes_read = plan.run();
   } catch (const std::exception& e) {
     err = fmt::format("bad checkpoint {}: {}", dir, e.what());
   }

@@ -1,5 +1,7 @@
 // CheckpointWriter: snapshot, write, commit (checkpoint.h).
+#include <atomic>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -26,14 +28,21 @@ struct CheckpointWriter::Pending {
   std::string name, staged;
   ShardFile file;
   std::thread thread;
-  std::string error;  // this rank's write failure
-  uint32_t crc = 0;
-  double snapshot_s = 0, write_s = 0, stall_s = 0;
+  std::atomic<bool> written{false};  // the background write ended (error or not)
+  std::string error;                 // this rank's write failure
+  FileDigest digest;
+  double write_s = 0;
+  // After every rank wrote its shard: rank 0 writes the metadata and commits
+  // the folder (in `committer` for an asynchronous save).
+  bool publishing = false;
+  std::thread committer;
+  std::atomic<bool> committed{false};
+  std::string commit_error;
+  int64_t meta_bytes = 0;
+  double commit_s = 0;
 };
 
 namespace {
-
-void write_shard(CheckpointWriter::Pending& p);
 
 // metadata.json from the run and every rank's file record.
 nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vector<std::string>& records) {
@@ -58,7 +67,11 @@ nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vec
   for (size_t r = 0; r < records.size(); ++r) {
     const nlohmann::json f = nlohmann::json::parse(records[r]);
     const std::string file = f.at("file");
-    j["files"][file] = {{"rank", r}, {"bytes", f.at("bytes")}, {"crc32", f.at("crc32")}};
+    j["files"][file] = {{"rank", r},
+                        {"bytes", f.at("bytes")},
+                        {"crc32", f.at("crc32")},
+                        {"block_bytes", kCrcBlockBytes},
+                        {"block_crc32", f.at("block_crc32")}};
     for (const auto& [name, t] : f.at("tensors").items()) {
       nlohmann::json& out = j["tensors"][name];
       out["global_shape"] = t.at("global_shape");
@@ -73,10 +86,7 @@ nlohmann::json build_metadata(const CheckpointWriter::Pending& p, const std::vec
 void write_shard(CheckpointWriter::Pending& p) {
   const double t0 = now_s();
   try {
-    std::vector<std::string_view> parts{p.file.header};
-    parts.insert(parts.end(), p.file.data.begin(), p.file.data.end());
-    write_durably((fs::path(p.staged) / p.file.name).string(), parts);
-    for (std::string_view d : parts) p.crc = crc32_of(d.data(), static_cast<int64_t>(d.size()), p.crc);
+    p.digest = write_shard_file((fs::path(p.staged) / p.file.name).string(), p.file.parts());
   } catch (const std::exception& e) {
     p.error = e.what();
   }
@@ -84,12 +94,30 @@ void write_shard(CheckpointWriter::Pending& p) {
   if (p.die) std::raise(SIGKILL);
 }
 
+// Rank 0: metadata.json, then the folder committed (checkpoint_dir.h); on
+// failure the staged folder is removed and the error kept for agreement.
+void commit_files(CheckpointWriter::Pending& p, const std::vector<std::string>& records, const std::string& dir,
+                  int keep_last) {
+  const double t0 = now_s();
+  try {
+    const std::string meta = build_metadata(p, records).dump(1);
+    write_durably((fs::path(p.staged) / "metadata.json").string(), {meta});
+    p.meta_bytes = static_cast<int64_t>(meta.size());
+    commit_dir(dir, p.staged, p.name, keep_last);
+  } catch (const std::exception& e) {
+    p.commit_error = e.what();
+    discard_dir(p.staged);
+  }
+  p.commit_s = now_s() - t0;
+  p.committed.store(true, std::memory_order_release);
+}
+
 }  // namespace
 
 nlohmann::json SaveRecord::to_json() const {
-  return {{"iteration", iteration}, {"path", path},         {"bytes", bytes},
-          {"snapshot_s", snapshot_s}, {"write_s", write_s}, {"commit_s", commit_s},
-          {"stall_s", stall_s},     {"async", async}};
+  return {{"iteration", iteration}, {"path", path},       {"bytes", bytes},       {"wait_s", wait_s},
+          {"snapshot_s", snapshot_s}, {"write_s", write_s}, {"commit_s", commit_s}, {"stall_s", stall_s},
+          {"async", async}};
 }
 
 std::string SaveRecord::summary() const {
@@ -106,13 +134,31 @@ CheckpointWriter::CheckpointWriter(std::string dir, int keep_last, bool async)
 
 CheckpointWriter::~CheckpointWriter() {
   if (pending_ && pending_->thread.joinable()) pending_->thread.join();
+  if (pending_ && pending_->committer.joinable()) pending_->committer.join();
+}
+
+template <class T>
+void CheckpointWriter::prepare(ShardedState<T>& state, int rank) {
+  if (!async_) return;
+  const int64_t n = round_up(shard_file(state, rank).bytes(), kIoAlign);
+  snapshot_ = IoBuffer(n);
+  std::memset(snapshot_.data(), 0, static_cast<size_t>(n));  // fault the pages in now, not in the first save
+}
+
+CheckpointWriter::WriteState CheckpointWriter::write_state() const {
+  if (!pending_) return WriteState::none;
+  const Pending& p = *pending_;
+  if (!(p.publishing ? p.committed : p.written).load(std::memory_order_acquire)) return WriteState::writing;
+  return (p.publishing ? p.commit_error : p.error).empty() ? WriteState::written : WriteState::failed;
 }
 
 template <class T>
 SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::json& run, ShardedState<T>& state,
                                   ProcessMesh& mesh, bool die_before_commit) {
   const double t0 = now_s();
-  wait(mesh);
+  SaveRecord r;
+  if (pending_) r.wait_s = (wait(mesh), now_s() - t0);  // counted in the stall of the save it waited for
+  const double ts0 = now_s();
   auto p = std::make_unique<Pending>();
   p->meta = meta;
   p->run = run;
@@ -129,83 +175,108 @@ SaveRecord CheckpointWriter::save(const CheckpointMeta& meta, const nlohmann::js
     }
   }
   throw_if_any(mesh.world(), err);  // also: the folder exists before any rank writes
-  const double ts = now_s();
-  p->file = shard_file(state, mesh.rank(), /*copy=*/async_);
-  p->snapshot_s = now_s() - ts;
+  p->file = shard_file(state, mesh.rank());
   pending_ = std::move(p);
+  r.iteration = meta.iteration;
+  r.path = (fs::path(dir_) / pending_->name).string();
+  r.async = async_;
+  records_.push_back(r);
   if (async_) {
-    pending_->thread = std::thread([q = pending_.get()] { write_shard(*q); });
-    pending_->stall_s = now_s() - t0;
-    SaveRecord r;
-    r.iteration = meta.iteration;
-    r.path = (fs::path(dir_) / pending_->name).string();
-    r.snapshot_s = pending_->snapshot_s;
-    r.stall_s = pending_->stall_s;
-    r.async = true;
-    records_.push_back(r);
-    return r;
+    const double ts = now_s();
+    snapshot(pending_->file, snapshot_);
+    records_.back().snapshot_s = now_s() - ts;
+    pending_->thread = std::thread([q = pending_.get()] {
+      write_shard(*q);
+      q->written.store(true, std::memory_order_release);
+    });
+    records_.back().stall_s = now_s() - ts0;
+    return records_.back();
   }
   write_shard(*pending_);
-  SaveRecord r = commit(mesh);
-  r.stall_s = now_s() - t0;
-  records_.push_back(r);
-  return r;
+  wait(mesh);
+  records_.back().stall_s = now_s() - ts0;
+  return records_.back();
 }
 
 SaveRecord CheckpointWriter::wait(ProcessMesh& mesh) {
-  if (!pending_) {
+  SaveRecord r;
+  r.iteration = -1;
+  while (pending_) r = advance(mesh);
+  return r;
+}
+
+SaveRecord CheckpointWriter::advance(ProcessMesh& mesh) {
+  const double t0 = now_s();
+  SaveRecord* rec = &records_.back();  // the pending save is the last one
+  if (!pending_->publishing) {
+    publish(mesh);
+    rec->stall_s += now_s() - t0;
     SaveRecord none;
     none.iteration = -1;
     return none;
   }
-  SaveRecord r = commit(mesh);
-  r.async = true;
-  for (SaveRecord& s : records_) {
-    if (s.iteration != r.iteration || !s.async) continue;
-    r.snapshot_s = s.snapshot_s;
-    r.stall_s = s.stall_s;
-    s = r;
-  }
-  return r;
+  const SaveRecord done = finalize(mesh);
+  rec->bytes = done.bytes;
+  rec->write_s = done.write_s;
+  rec->commit_s = done.commit_s;
+  rec->stall_s += now_s() - t0;
+  return *rec;
 }
 
-SaveRecord CheckpointWriter::commit(ProcessMesh& mesh) {
+// Joins the write and agrees on its outcome; gathers every rank's file
+// record on rank 0, which commits (asynchronous saves: in a thread).
+void CheckpointWriter::publish(ProcessMesh& mesh) {
   Pending& p = *pending_;
   if (p.thread.joinable()) p.thread.join();
-  const double tc = now_s();
-  std::string err = agree_on_error(mesh.world(), p.error, /*after_io=*/true);
-  const int64_t bytes = p.file.bytes();
-  const nlohmann::json mine{{"file", p.file.name}, {"bytes", bytes}, {"crc32", p.crc}, {"tensors", p.file.tensors}};
-  const std::vector<std::string> records = gather_strings(mesh.world(), err.empty() ? mine.dump() : "");
+  const std::string err = agree_on_error(mesh.world(), p.error, /*after_io=*/true);
+  if (!err.empty()) {
+    if (mesh.rank() == 0) discard_dir(p.staged);
+    const int it = p.meta.iteration;
+    pending_.reset();
+    throw AgreedError(
+        fmt::format("cannot save checkpoint of iteration {}: {} (the previous checkpoint is intact)", it, err));
+  }
+  const nlohmann::json mine{{"file", p.file.name},
+                            {"bytes", p.file.bytes()},
+                            {"crc32", p.digest.crc32},
+                            {"block_crc32", p.digest.block_crc32},
+                            {"tensors", p.file.tensors}};
+  std::vector<std::string> records = gather_strings(mesh.world(), mine.dump());
+  p.publishing = true;
+  if (mesh.rank() != 0)
+    p.committed.store(true, std::memory_order_release);
+  else if (async_)
+    p.committer = std::thread([&p, rs = std::move(records), this] {
+      commit_files(p, rs, dir_, keep_last_);
+    });
+  else
+    commit_files(p, records, dir_, keep_last_);
+}
+
+// Joins rank 0's commit and agrees on its outcome; the figures are the
+// slowest rank's (bytes: all files and the metadata).
+SaveRecord CheckpointWriter::finalize(ProcessMesh& mesh) {
+  Pending& p = *pending_;
+  if (p.committer.joinable()) p.committer.join();
+  const std::string err = agree_on_error(mesh.world(), p.commit_error, /*after_io=*/true);
   SaveRecord r;
   r.iteration = p.meta.iteration;
   r.path = (fs::path(dir_) / p.name).string();
-  if (mesh.rank() == 0 && err.empty()) {
-    try {
-      const std::string meta = build_metadata(p, records).dump(1);
-      write_durably((fs::path(p.staged) / "metadata.json").string(), {meta});
-      r.bytes = static_cast<int64_t>(meta.size());
-      commit_dir(dir_, p.staged, p.name, keep_last_);
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
-  }
-  if (mesh.rank() == 0 && !err.empty()) discard_dir(p.staged);
-  err = agree_on_error(mesh.world(), err, /*after_io=*/true);
-  double times[3] = {p.snapshot_s, p.write_s, now_s() - tc}, total = double(bytes + r.bytes);
+  double times[2] = {p.write_s, p.commit_s}, total = double(p.file.bytes() + p.meta_bytes);
   pending_.reset();
   if (!err.empty())
     throw AgreedError(fmt::format("cannot save checkpoint of iteration {}: {} (the previous checkpoint is intact)",
                                   r.iteration, err));
-  mesh.world().all_reduce(times, 3, ReduceOp::max);
+  mesh.world().all_reduce(times, 2, ReduceOp::max);
   mesh.world().all_reduce(&total, 1);
-  r.snapshot_s = times[0];
-  r.write_s = times[1];
-  r.commit_s = times[2];
+  r.write_s = times[0];
+  r.commit_s = times[1];
   r.bytes = static_cast<int64_t>(total);
   return r;
 }
 
+template void CheckpointWriter::prepare(ShardedState<float>&, int);
+template void CheckpointWriter::prepare(ShardedState<bf16>&, int);
 template SaveRecord CheckpointWriter::save(const CheckpointMeta&, const nlohmann::json&, ShardedState<float>&,
                                            ProcessMesh&, bool);
 template SaveRecord CheckpointWriter::save(const CheckpointMeta&, const nlohmann::json&, ShardedState<bf16>&,

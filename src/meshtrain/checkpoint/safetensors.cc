@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/core/checked.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::checkpoint {
@@ -50,7 +51,7 @@ std::map<std::string, StEntry> st_parse_header(const std::string& json, int64_t 
     for (const auto& d : v["shape"]) {
       check(d.is_number_integer() && d.get<int64_t>() >= 0, "safetensors entry {} has a bad shape", name);
       e.shape.push_back(d.get<int64_t>());
-      count *= e.shape.back();
+      count = checked_mul(count, e.shape.back(), "safetensors entry " + name + " shape");
     }
     const auto& off = v["data_offsets"];
     check(off.is_array() && off.size() == 2 && off[0].is_number_integer() && off[1].is_number_integer(),
@@ -60,7 +61,7 @@ std::map<std::string, StEntry> st_parse_header(const std::string& json, int64_t 
     check(0 <= e.begin && e.begin <= e.end && e.end <= data_bytes,
           "safetensors entry {} spans bytes [{}, {}) beyond the {}-byte data section", name, e.begin, e.end,
           data_bytes);
-    check(e.end - e.begin == count * st_dtype_bytes(e.dtype), "safetensors entry {}: shape and byte range disagree",
+    check(e.end - e.begin == checked_mul(count, st_dtype_bytes(e.dtype), "safetensors entry " + name + " bytes"), "safetensors entry {}: shape and byte range disagree",
           name);
     out.emplace(name, std::move(e));
   }

@@ -1,7 +1,5 @@
 #include "meshtrain/checkpoint/shard_file.h"
 
-#include <zlib.h>
-
 #include <cstring>
 
 #include <fmt/format.h>
@@ -13,9 +11,11 @@ namespace meshtrain::checkpoint {
 
 std::string shard_file_name(int rank) { return fmt::format("rank_{:05d}.safetensors", rank); }
 
-uint32_t crc32_of(const char* data, int64_t n, uint32_t crc) {
-  if (n == 0) return crc;  // zlib answers 0 for a null buffer
-  return static_cast<uint32_t>(::crc32_z(crc, reinterpret_cast<const Bytef*>(data), static_cast<z_size_t>(n)));
+std::vector<std::string_view> ShardFile::parts() const {
+  std::vector<std::string_view> out;
+  if (!header.empty()) out.emplace_back(header);
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
 }
 
 int64_t ShardFile::bytes() const {
@@ -25,18 +25,16 @@ int64_t ShardFile::bytes() const {
 }
 
 template <class T>
-ShardFile shard_file(ShardedState<T>& state, int rank, bool copy) {
+ShardFile shard_file(ShardedState<T>& state, int rank) {
   ShardFile f;
   f.name = shard_file_name(rank);
   f.tensors = nlohmann::json::object();
-  std::vector<StEntry> entries;
-  int64_t at = 0;
-  std::vector<std::pair<const void*, int64_t>> sources;
+  std::vector<StEntry> entries[2];  // F32, then BF16
+  std::vector<std::string_view> sources[2];
   auto add = [&](const std::string& key, StDtype dt, const void* src, int64_t n) {
-    const int64_t bytes = n * st_dtype_bytes(dt);
-    entries.push_back({key, dt, {n}, at, at + bytes});
-    sources.emplace_back(src, bytes);
-    at += bytes;
+    const int k = dt == StDtype::f32 ? 0 : 1;
+    entries[k].push_back({key, dt, {n}, 0, n * st_dtype_bytes(dt)});
+    sources[k].emplace_back(static_cast<const char*>(src), static_cast<size_t>(n * st_dtype_bytes(dt)));
   };
   const StDtype wdt = std::is_same_v<T, float> ? StDtype::f32 : StDtype::bf16;
   for (const auto& sh : state.optimizer_shards()) {
@@ -53,22 +51,34 @@ ShardFile shard_file(ShardedState<T>& state, int rank, bool copy) {
                            {"local_shape", {s.local_rows, s.local_cols}},
                            {"flattened_range", {sh.begin + k, sh.begin + k + n}}}}};
   }
-  f.header = st_header_bytes(entries, {{"format", "pt"}});
-  if (copy) f.copy.resize(static_cast<size_t>(at));
-  char* dst = f.copy.data();
-  for (const auto& [src, bytes] : sources) {
-    if (copy) {
-      std::memcpy(dst, src, static_cast<size_t>(bytes));
-      f.data.emplace_back(dst, static_cast<size_t>(bytes));
-      dst += bytes;
-    } else {
-      f.data.emplace_back(static_cast<const char*>(src), static_cast<size_t>(bytes));
+  std::vector<StEntry> all;
+  int64_t at = 0;
+  for (int k = 0; k < 2; ++k) {
+    for (StEntry e : entries[k]) {
+      e.end = at + (e.end - e.begin);
+      e.begin = at;
+      at = e.end;
+      all.push_back(std::move(e));
     }
   }
+  f.header = st_header_bytes(all, {{"format", "pt"}});
+  for (int k = 0; k < 2; ++k) f.data.insert(f.data.end(), sources[k].begin(), sources[k].end());
   return f;
 }
 
-template ShardFile shard_file(ShardedState<float>&, int, bool);
-template ShardFile shard_file(ShardedState<bf16>&, int, bool);
+void snapshot(ShardFile& f, IoBuffer& keep) {
+  const int64_t n = f.bytes();
+  if (keep.capacity() < round_up(n, kIoAlign)) keep = IoBuffer(round_up(n, kIoAlign));
+  char* dst = keep.data();
+  for (std::string_view d : f.parts()) {
+    std::memcpy(dst, d.data(), d.size());
+    dst += d.size();
+  }
+  f.header.clear();
+  f.data = {std::string_view(keep.data(), static_cast<size_t>(n))};
+}
+
+template ShardFile shard_file(ShardedState<float>&, int);
+template ShardFile shard_file(ShardedState<bf16>&, int);
 
 }  // namespace meshtrain::checkpoint

@@ -13,14 +13,23 @@
 // The watchdog (watchdog.h) adds this to its message when a call blocks too
 // long, and reports a dead peer itself; the SIGTERM a launcher sends every
 // rank when one died is answered with a line naming the dead rank.
-// Ranks on other nodes are not seen: the message then says so.
+// Ranks on other nodes are seen through the node leaders' heartbeat ring
+// (node_ring.h): a neighbouring node's leader that died or went silent is
+// named the same way (its other ranks are named by their own node).
+//
+// A node is what MPI_COMM_TYPE_SHARED groups, split further into groups of
+// MESHTRAIN_RANKS_PER_NODE consecutive ranks when that is set (1: every rank
+// counts as a node of its own, to test the ring on one machine).
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "meshtrain/comm/node_ring.h"
 
 namespace meshtrain {
 
@@ -43,8 +52,13 @@ class NodePeers {
   // "rank 3 (pid 1234) died" for the first dead peer, "" if none.
   std::string dead_peer() const;
   // Every peer that is dead, stopped or busy for more than silent_s, one
-  // clause each, "; "-separated; "" if none.
+  // clause each, "; "-separated, after "on this node: " or "on another
+  // node: "; "" if none.
   std::string silent_peers(double silent_s) const;
+  // Only the peers that are stopped (or, on another node, sent no heartbeat)
+  // for more than silent_s: the ones a blocked call is surely waiting for.
+  std::string stopped_peers(double silent_s) const;
+  bool sees_other_nodes() const { return ring_ && ring_->active(); }
 
   // Installs a SIGTERM handler that, when a peer on this node has died,
   // prints "[rank R] error: rank K (pid P) died; the launcher is ending the
@@ -52,9 +66,10 @@ class NodePeers {
   // process takes part (the last made).
   void name_dead_peer_on_sigterm();
 
-  // This process leaves every table (its slot reads as gone, not dead):
-  // called before a deliberate MPI_Abort, so that peers do not report the
-  // aborting rank as the one that died. Async-signal-safe.
+  // This process leaves every table (its slot reads as gone, not dead) and
+  // says goodbye on the ring: called before a deliberate MPI_Abort, so that
+  // peers do not report the aborting rank as the one that died.
+  // Async-signal-safe.
   static void leave();
 
   struct alignas(64) Slot {
@@ -66,8 +81,10 @@ class NodePeers {
   };
 
  private:
+  std::string local_peers(double silent_s, bool stopped_only) const;
   Slot* slots_ = nullptr;
   Slot* mine_ = nullptr;
+  std::unique_ptr<NodeRing> ring_;
   int size_ = 0;
   size_t bytes_ = 0;
 };

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <fmt/format.h>
 #include <mpi.h>
-
 
 namespace meshtrain {
 
@@ -46,6 +46,9 @@ void Watchdog::run() {
     if (since == 0) continue;
     const double waited = static_cast<double>(now_ns() - since) * 1e-9;
     if (waited > timeout_s_) fire(waited);
+    // Half the limit is enough when a peer is known to be stopped or silent.
+    const NodePeers* p = peers_.load(std::memory_order_acquire);
+    if (waited > timeout_s_ / 2 && p && !p->stopped_peers(timeout_s_ / 2).empty()) fire(waited);
   }
 }
 
@@ -58,16 +61,22 @@ void Watchdog::fire(double waited_s) {
   std::string peers;
   if (const NodePeers* p = peers_.load(std::memory_order_acquire)) {
     peers = p->silent_peers(timeout_s_ / 2);
-    peers = peers.empty() ? (p->size() > 1 ? "; every rank on this node is in communication (a mismatched call, "
-                                             "or the silent rank is on another node)"
-                                           : "; the silent rank is on another node")
-                          : "; on this node: " + peers;
+    if (peers.empty())
+      peers = p->sees_other_nodes() ? "every rank on this node and the neighbouring nodes' leaders are alive (a "
+                                      "mismatched call, or a silent rank on a node further away)"
+              : p->size() > 1       ? "every rank on this node is in communication (a mismatched call, or the "
+                                      "silent rank is on another node)"
+                                    : "the silent rank is on another node";
+    peers = "; " + peers;
   }
-  std::fprintf(stderr,
-               "[rank %d] error: %s on group '%s' (%lld bytes) has been blocked for %.1f s, "
-               "over the %g s limit (MESHTRAIN_COMM_TIMEOUT_S)%s; aborting\n",
+  const std::string limit = waited_s > timeout_s_ ? fmt::format("over the {:g} s limit", timeout_s_)
+                                                  : fmt::format("half the {:g} s limit, waiting for a silent peer",
+                                                                timeout_s_);
+  std::fprintf(stderr, "[rank %d] error: %s on group '%s' (%lld bytes) has been blocked for %.1f s, %s "
+               "(MESHTRAIN_COMM_TIMEOUT_S)%s; aborting\n",
                rank, name.c_str(), group_.load(std::memory_order_relaxed),
-               static_cast<long long>(bytes_.load(std::memory_order_relaxed)), waited_s, timeout_s_, peers.c_str());
+               static_cast<long long>(bytes_.load(std::memory_order_relaxed)), waited_s, limit.c_str(),
+               peers.c_str());
   std::fflush(stderr);
   NodePeers::leave();
   MPI_Abort(MPI_COMM_WORLD, 1);

@@ -9,10 +9,14 @@
 //   [rank R] error: <op> on group '<group>' (<bytes> bytes) has been blocked
 //   for <t> s, over the <timeout> s limit (MESHTRAIN_COMM_TIMEOUT_S); aborting
 // followed by what the node's table of peers (node_peers.h) says of the
-// ranks on this node that are dead, stopped or outside communication:
+// ranks on this node that are dead, stopped or outside communication, and
+// the heartbeat ring of the neighbouring nodes' leaders:
 //   ...; on this node: rank 1 (pid 4242) is stopped (silent for 31 s)
-// and calls MPI_Abort(MPI_COMM_WORLD, 1). A peer on this node that died is
-// reported within a period, whether or not a call is blocked:
+//   ...; on another node: rank 8 (pid 77, host b) has sent no heartbeat for 16 s ...
+// and calls MPI_Abort(MPI_COMM_WORLD, 1). When such a stopped or silent peer
+// is known, half the timeout is enough. A peer that died (on this node, or a
+// neighbouring node's leader) is reported within a period, whether or not a
+// call is blocked:
 //   [rank R] error: rank K (pid P) died; aborting That call comes from the watchdog's
 // own thread while the main thread sits inside MPI: strictly that needs
 // MPI_THREAD_MULTIPLE, but the process is being torn down, and Open MPI ends

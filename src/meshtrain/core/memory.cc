@@ -17,7 +17,8 @@ namespace meshtrain {
 
 std::string_view mem_category_name(MemCategory c) {
   static constexpr std::string_view names[] = {"parameters", "gradients",    "optimizer",
-                                               "activations", "comm_buffers", "workspace"};
+                                               "activations", "comm_buffers", "workspace",
+                                               "checkpoint"};
   return names[static_cast<int>(c)];
 }
 

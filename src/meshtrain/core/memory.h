@@ -22,8 +22,9 @@ enum class MemCategory : uint8_t {
   activations,   // everything stashed for backward, and the live layer tensors
   comm_buffers,  // send/receive staging, gradient buckets
   workspace,     // scratch that lives within one kernel or layer call
+  checkpoint,    // checkpoint I/O: the --async-save snapshot (kept between saves), read and write staging
 };
-constexpr int kNumMemCategories = 6;
+constexpr int kNumMemCategories = 7;
 std::string_view mem_category_name(MemCategory c);
 
 struct MemorySnapshot {

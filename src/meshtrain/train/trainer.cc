@@ -54,7 +54,10 @@ Trainer<T>::Trainer(const TrainOptions& o, ProcessMesh& mesh)
     trace_ = std::make_unique<TraceWriter>(mesh.rank(), mesh.coord().pp, synchronized_origin_s(mesh.world()));
     mesh.set_tracer(trace_.get());
   }
-  if (!o.save_dir.empty()) writer_ = std::make_unique<CheckpointWriter>(o.save_dir, o.keep_last, o.async_save);
+  if (!o.save_dir.empty()) {
+    writer_ = std::make_unique<CheckpointWriter>(o.save_dir, o.keep_last, o.async_save);
+    writer_->prepare(engine_->state(), mesh.rank());
+  }
   if (o.exit_signal_handler) install_term_handler();
   mesh.reset_stats();
 }
@@ -71,7 +74,13 @@ int Trainer<T>::load() {
   const CheckpointMeta meta = load_checkpoint(o_.load_dir, o_.model, engine_->state(), mesh_);
   double load_s = now_s() - t0;
   mesh_.world().all_reduce(&load_s, 1, ReduceOp::max);
-  r_.load = {{"path", meta.path}, {"iteration", meta.iteration}, {"verify_s", verify_s_}, {"load_s", load_s}};
+  double bytes_read = double(meta.bytes_read);
+  mesh_.world().all_reduce(&bytes_read, 1);
+  r_.load = {{"path", meta.path},
+             {"iteration", meta.iteration},
+             {"verify_s", verify_s_},
+             {"load_s", load_s},
+             {"bytes_read", int64_t(bytes_read)}};
   r_.resumed_from_iteration = meta.iteration;
   r_.skipped_steps = meta.skipped_steps;
   last_saved_ = meta.iteration;
@@ -92,13 +101,21 @@ StepOutcome Trainer<T>::step(int it) {
   const double tp1 = now_s();
   const KernelMark k1 = KernelMark::now();
   const bool late = o_.exit_duration_mins > 0 && now_s() - t_start_ > 60 * o_.exit_duration_mins;
-  // One reduction: loss sum, its tokens, squared gradient norm, stop requests.
-  double red[5] = {s.loss_sum, double(s.loss_tokens), engine_->state().grad_sq_norm_local(),
-                   term_requested() ? 1.0 : 0.0, late ? 1.0 : 0.0};
+  // One reduction: loss sum, its tokens, squared gradient norm, stop
+  // requests, and the ranks still writing (or failed to write) a background save.
+  const auto ws = writer_ ? writer_->write_state() : CheckpointWriter::WriteState::none;
+  double red[7] = {s.loss_sum,
+                   double(s.loss_tokens),
+                   engine_->state().grad_sq_norm_local(),
+                   term_requested() ? 1.0 : 0.0,
+                   late ? 1.0 : 0.0,
+                   ws == CheckpointWriter::WriteState::writing ? 1.0 : 0.0,
+                   ws == CheckpointWriter::WriteState::failed ? 1.0 : 0.0};
   if (fault_.nan_loss.at(mesh_.rank(), it)) red[0] = std::numeric_limits<double>::quiet_NaN();
-  mesh_.world().all_reduce(red, 5);
+  mesh_.world().all_reduce(red, 7);
   StepOutcome out{red[0] / red[1], std::sqrt(red[2])};
   out.stop = red[3] > 0 ? StopReason::signal : red[4] > 0 ? StopReason::exit_duration : StopReason::none;
+  out.save_written = ws != CheckpointWriter::WriteState::none && (red[5] == 0 || red[6] > 0);
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
     if (r_.skipped_steps >= o_.skip_nonfinite) stop_nonfinite(it, out.loss, out.grad_norm);
     out.skipped = true;
@@ -217,6 +234,18 @@ void Trainer<T>::save(int iteration) {
   mesh_.reset_stats();
 }
 
+// Every rank has ended its part of the pending save's phase (or one failed):
+// move it on now rather than at the next save (throws AgreedError on
+// failure); `finish`: wait for its end.
+template <class T>
+void Trainer<T>::commit_save(bool finish) {
+  const SaveRecord rec = finish ? writer_->wait(mesh_) : writer_->advance(mesh_);
+  if (rec.iteration < 0) return;
+  record_checkpoints();
+  log_.event(rec.summary());
+  report(false);
+}
+
 template <class T>
 void Trainer<T>::record_checkpoints() {
   r_.checkpoints.clear();
@@ -245,6 +274,7 @@ TrainResult Trainer<T>::run() {
   StopReason stop = StopReason::finished;
   for (int it = r_.first_iteration; it < o_.train_iters; ++it) {
     const StepOutcome out = step(it);
+    if (out.save_written) commit_save(false);
     if (data_.has_eval() && o_.eval_interval > 0 && (it + 1) % o_.eval_interval == 0 && it + 1 < o_.train_iters)
       evaluate(it + 1);
     const StopReason s = stop_after(it, out);
@@ -267,7 +297,7 @@ TrainResult Trainer<T>::run() {
 template <class T>
 void Trainer<T>::finish() {
   log_.end_progress();
-  if (writer_ && writer_->wait(mesh_).iteration >= 0) record_checkpoints();
+  if (writer_ && writer_->write_state() != CheckpointWriter::WriteState::none) commit_save(true);
   meas_.train_comm.merge(mesh_.stats());
   mesh_.reset_stats();  // evaluate() adds what the groups hold: nothing left to add twice
   if (data_.has_eval() && r_.stop_reason == stop_reason_name(StopReason::finished)) evaluate(o_.train_iters);

@@ -3,7 +3,9 @@
 // gradient norm and the stop requests in one reduction, clips, and applies
 // AdamW with warmup + cosine (the learning rate depends on the iteration
 // alone); evaluation, checkpoints (checkpoint/), the log and the run report
-// hang off the loop at their intervals. Everything here is collective over
+// hang off the loop at their intervals; an asynchronous save is committed
+// at the first step after which every rank has written it (the step's
+// reduction carries that), and a failed one ends the run there. Everything here is collective over
 // the mesh's world: every rank calls every public function.
 //
 // Ending a run: after train_iters, after --exit-interval, after
@@ -40,6 +42,7 @@ struct StepOutcome {
   double loss = 0, grad_norm = 0;
   bool skipped = false;             // non-finite, skipped under --skip-nonfinite
   StopReason stop = StopReason::none;  // agreed stop request (signal, duration)
+  bool save_written = false;        // every rank ended its part of the background save's phase: advance it
 };
 
 template <class T>
@@ -68,6 +71,7 @@ class Trainer {
   [[noreturn]] void stop_nonfinite(int it, double loss, double norm);
   StopReason stop_after(int it, const StepOutcome& out) const;
   void finish();
+  void commit_save(bool finish);
   void record_checkpoints();
 
   const TrainOptions& o_;

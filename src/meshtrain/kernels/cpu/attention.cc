@@ -9,6 +9,17 @@
 #include "meshtrain/kernels/flops.h"
 #include "meshtrain/kernels/kernel_clock.h"
 
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define MT_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)  // clang
+#if __has_feature(address_sanitizer)
+#define MT_ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifndef MT_ADDRESS_SANITIZER
+#define MT_ADDRESS_SANITIZER 0
+#endif
+
 namespace meshtrain::kernels {
 
 using cpu::exp_approx;
@@ -47,7 +58,12 @@ inline void micro_kernel(float* __restrict C, int ldc, const float* __restrict A
       vec b = vload(B + static_cast<size_t>(k) * ldb + v * kVL);
       // Keep b in a register: otherwise the compiler folds the load into
       // each of the kRows multiply-adds, multiplying the loads by kRows.
+      // Only where the vector is one register (AVX and up; a baseline x86-64
+      // or an Arm build splits it and needs no hint) and not under
+      // AddressSanitizer, which keeps b in memory where "v" cannot name it.
+#if defined(__AVX__) && !MT_ADDRESS_SANITIZER
       asm("" : "+v"(b));
+#endif
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) acc[r][v] += a[r] * b;
     }
