@@ -144,7 +144,9 @@ void LayerNorm_Forward(benchmark::State& s) {
   auto inp = filled<T>(size_t(kN) * kC, 7), w = filled<T>(kC, 8), b = filled<T>(kC, 9);
   std::vector<T> out(inp.size());
   std::vector<float> mean(kN), rstd(kN);
-  for (auto _ : s) mk::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), kN, kC);
+  for (auto _ : s)
+    mk::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), kN, kC,
+                          mk::kLayerNormEps);
   set_gbytes(s, 2.0 * sizeof(T) * kN * kC);
 }
 
@@ -154,7 +156,8 @@ void LayerNorm_Backward(benchmark::State& s) {
   auto dout = filled<T>(inp.size(), 10);
   std::vector<T> out(inp.size()), dinp(inp.size());
   std::vector<float> mean(kN), rstd(kN), dw(kC), db(kC);
-  mk::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), kN, kC);
+  mk::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), kN, kC,
+                        mk::kLayerNormEps);
   for (auto _ : s)
     mk::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
                            rstd.data(), kN, kC, false);

@@ -3,6 +3,10 @@
 // file:
 //   --normalization LayerNorm|RMSNorm   --swiglu
 //   --position-embedding-type learned_absolute|rope|none   --rotary-base B
+//   --use-rope-scaling (Llama 3.1's "llama3" scaling: factor 8, low/high
+//     frequency factors 1 and 4, original context 8192, as Megatron-core)
+//     --rope-scaling-factor F
+//   --norm-epsilon E (both norms; default 1e-5)
 //   --group-query-attention --num-query-groups G (G key/value heads; the
 //     latter alone also sets G)
 //   --untie-embeddings-and-output-weights   --disable-bias-linear
@@ -19,8 +23,9 @@ namespace meshtrain::cli {
 
 struct ArchFlags {
   std::optional<std::string> normalization, position_embedding_type;
-  std::optional<double> rotary_base;
+  std::optional<double> rotary_base, rope_scaling_factor, norm_epsilon;
   std::optional<int> num_query_groups;
+  bool use_rope_scaling = false;
   bool swiglu = false, group_query_attention = false, untie = false, disable_bias_linear = false;
 };
 

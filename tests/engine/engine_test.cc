@@ -113,6 +113,31 @@ TEST(ModelGradient, LlamaMatchesDoublePrecisionFiniteDifferences) {
   check_model_gradient(m);
 }
 
+// Llama 3.1's rope scaling, its bands placed so that the head's 4 frequency
+// pairs fall in all three (kept, interpolated, divided), and a norm epsilon
+// of 0.05 that weighs against the activations' mean square.
+TEST(ModelGradient, RopeScalingAndNormEpsilonMatchDoubleReference) {
+  ModelConfig m = small_model();
+  m.name = "gradcheck-llama31";
+  m.num_attention_heads = 2;
+  m.num_kv_heads = 1;
+  m.gated_mlp = true;
+  m.rmsnorm = true;
+  m.set_position_embedding_type("rope");
+  m.rotary_base = 100;  // hd 8: inv_freq 1, 0.316, 0.1, 0.0316; wavelengths 6.3, 20, 63, 199
+  m.rope_scaling = RopeScaling{RopeScaling::Type::llama3, 4.0, 1.0, 4.0, 64};  // bands 16 and 64
+  m.norm_epsilon = 0.05;
+  m.bias_linear = false;
+  m.validate();
+  check_model_gradient(m);
+  m.name = "gradcheck-linear";
+  m.rope_scaling = RopeScaling{RopeScaling::Type::linear, 2.0};
+  m.rmsnorm = false;
+  m.bias_linear = true;
+  m.validate();
+  check_model_gradient(m);
+}
+
 std::string write_tokens(const std::string& name, int n, int vocab, unsigned seed) {
   const auto dir = std::filesystem::temp_directory_path() / ("meshtrain-engine-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

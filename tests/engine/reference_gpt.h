@@ -42,7 +42,7 @@ inline double reference_loss(const ModelConfig& m, const Weights& W, const std::
       }
       for (int c = 0; c < h; ++c) var += (x[r * h + c] - mu) * (x[r * h + c] - mu);
       var /= h;
-      const double rs = 1.0 / std::sqrt(var + 1e-5);
+      const double rs = 1.0 / std::sqrt(var + m.norm_epsilon);
       for (int c = 0; c < h; ++c) y[r * h + c] = (x[r * h + c] - mu) * rs * g[c] + (b ? (*b)[c] : 0.0);
     }
     return y;
@@ -60,10 +60,27 @@ inline double reference_loss(const ModelConfig& m, const Weights& W, const std::
       }
     return y;
   };
+  // Rotary frequencies, rescaled as Meta's llama-models apply_scaling
+  // (llama3) or by position interpolation (linear).
+  std::vector<double> freq(hd / 2);
+  for (int i = 0; i < hd / 2; ++i) {
+    const double f = std::pow(m.rotary_base, -2.0 * i / hd), wavelen = 2 * M_PI / f;
+    const RopeScaling& rs = m.rope_scaling;
+    const double L = rs.original_max_position_embeddings;
+    freq[i] = f;
+    if (rs.type == RopeScaling::Type::linear) freq[i] = f / rs.factor;
+    if (rs.type != RopeScaling::Type::llama3 || wavelen < L / rs.high_freq_factor) continue;
+    if (wavelen > L / rs.low_freq_factor) {
+      freq[i] = f / rs.factor;
+    } else {
+      const double smooth = (L / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+      freq[i] = (1 - smooth) * f / rs.factor + smooth * f;
+    }
+  }
   // Rotary embedding of one head vector at position t (rotate-half form).
   auto rotate = [&](double* v, int t) {
     for (int i = 0; i < hd / 2; ++i) {
-      const double th = t * std::pow(m.rotary_base, -2.0 * i / hd), a = v[i], b = v[i + hd / 2];
+      const double th = t * freq[i], a = v[i], b = v[i + hd / 2];
       v[i] = a * std::cos(th) - b * std::sin(th);
       v[i + hd / 2] = b * std::cos(th) + a * std::sin(th);
     }

@@ -34,7 +34,8 @@ TYPED_TEST(GpuLayers, LayerNormMatchesCpu) {
     vecf mean(N), rstd(N), dw = randn(C, 6), db = randn(C, 7);
     DeviceVec<T> gx(x), gw(w), gb(b), gdy(dy), gy(x.size()), gdx(dx);
     DeviceVec<float> gmean(N), grstd(N), gdw(dw), gdb(db);
-    kernels::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    kernels::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
+                               kernels::kLayerNormEps);
     kernels::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
                                 rstd.data(), N, C, /*accumulate_dinp=*/true);
     gpu::layernorm_forward(gy.get(), gmean.get(), grstd.get(), gx.get(), gw.get(), gb.get(), N, C);

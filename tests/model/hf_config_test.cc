@@ -37,6 +37,32 @@ TEST(HfConfig, Llama2And3MatchThePresets) {
               !l3.bias_linear);
 }
 
+// Llama 3.1 and 3.2: the llama3 rope scaling read from rope_scaling; the
+// 3.1 preset plans at the 8K pre-training sequence within the 128K context.
+TEST(HfConfig, Llama31And32CarryTheRopeScaling) {
+  ModelConfig l31 = load_model_config(hf("Llama-3.1-8B"));
+  EXPECT_EQ(l31.max_positions(), 131072);
+  EXPECT_EQ(l31.rope_scaling, (RopeScaling{RopeScaling::Type::llama3, 8.0, 1.0, 4.0, 8192}));
+  l31.seq_length = 8192;
+  expect_same_model(l31, load_model_config("llama3.1-8b"));
+  const ModelConfig l32 = load_model_config(hf("Llama-3.2-1B"));
+  EXPECT_EQ(l32.rope_scaling.factor, 32.0);
+  EXPECT_TRUE(l32.tied_embeddings);
+  // 1,235,814,400 parameters (Llama 3.2 1B, tied embedding).
+  EXPECT_EQ(l32.num_parameters(), 1235814400);
+}
+
+TEST(HfConfig, NormEpsilonIsRead) {
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(hf("tiny-llama-hf")));
+  j["rms_norm_eps"] = 1e-6;
+  EXPECT_EQ(model_from_hf_config(j, "x").norm_epsilon, 1e-6);
+  j.erase("rms_norm_eps");
+  EXPECT_EQ(model_from_hf_config(j, "x").norm_epsilon, 1e-5);  // transformers' default
+  nlohmann::json g = nlohmann::json::parse(std::ifstream(hf("gpt2")));
+  g["layer_norm_epsilon"] = 1e-6;
+  EXPECT_EQ(model_from_hf_config(g, "x").norm_epsilon, 1e-6);
+}
+
 TEST(HfConfig, Gpt2MatchesThePreset) {
   const ModelConfig g = load_model_config(hf("gpt2"));
   expect_same_model(g, load_model_config("gpt2-124m"));
@@ -59,6 +85,15 @@ TEST(HfConfig, LlamaParameterCounts) {
     EXPECT_NO_THROW(load_model_config(preset).validate()) << preset;
   // Llama 3 405B: 405.9B parameters (Llama Team 2024 reports 405B).
   EXPECT_NEAR(double(load_model_config("llama3-405b").num_parameters()), 405.85e9, 0.05e9);
+  // Llama 3.1 (the architecture of Llama 3, a longer context): 8,030,261,248,
+  // 70,553,706,496 and 405,853,388,800 parameters, the counts of the
+  // meta-llama/Llama-3.1-{8B,70B,405B} checkpoints (8.03B, 70.6B, 406B on
+  // their model pages).
+  EXPECT_EQ(load_model_config("llama3.1-8b").num_parameters(), 8030261248);
+  EXPECT_EQ(load_model_config("llama3.1-70b").num_parameters(), 70553706496);
+  EXPECT_EQ(load_model_config("llama3.1-405b").num_parameters(), 405853388800);
+  for (const char* preset : {"llama3.1-8b", "llama3.1-70b", "llama3.1-405b"})
+    EXPECT_NO_THROW(load_model_config(preset).validate()) << preset;
 }
 
 nlohmann::json llama_json() { return nlohmann::json::parse(std::ifstream(hf("tiny-llama-hf"))); }
@@ -77,10 +112,12 @@ TEST(HfConfig, UnrepresentableFieldsAreNamed) {
   j["architectures"] = {"MistralForCausalLM"};
   EXPECT_NE(error_of(j).find("MistralForCausalLM"), std::string::npos) << error_of(j);
   j = llama_json();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
+  EXPECT_NE(error_of(j).find("rope_scaling type 'yarn' is not supported"), std::string::npos) << error_of(j);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-  EXPECT_NE(error_of(j).find("rope_scaling"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("low_freq_factor"), std::string::npos) << error_of(j);
   j = llama_json();
-  j["rms_norm_eps"] = 1e-6;
+  j["rms_norm_eps"] = -1e-6;
   EXPECT_NE(error_of(j).find("rms_norm_eps"), std::string::npos) << error_of(j);
   j = llama_json();
   j["hidden_act"] = "gelu";

@@ -119,12 +119,68 @@ TEST(ReportPage, RunReportInChromium) {
   EXPECT_EQ(page.find("src=\"http"), std::string::npos) << "the page loads something from the network";
   const Loaded loaded = load_in_chromium(html, dir, 3300);
   EXPECT_TRUE(loaded.console.empty()) << loaded.console.front();
-  // loss, throughput, memory, communication, stage steps, bubble, prediction.
-  expect_charts_drawn(loaded, 7);
-  for (const char* text : {"validation", "tokens/s", "activations", "tp", "stage 1", "predicted"})
+  // loss, throughput, memory, communication, stage steps, bubble, timeline,
+  // prediction.
+  expect_charts_drawn(loaded, 8);
+  for (const char* text : {"validation", "tokens/s", "activations", "tp", "stage 1", "predicted", "Pipeline timeline",
+                           "waiting for gradients"})
     EXPECT_THAT(loaded.dom, HasSubstr(text));
+  // The timeline chart (the 7th) labels every forward and backward of both
+  // stages: micro-batches 0..3, F and B, on 2 stages.
+  const size_t at = loaded.dom.find("id=\"chart6\""), next = loaded.dom.find("id=\"chart7\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string timeline = loaded.dom.substr(at, next - at);
+  EXPECT_THAT(timeline, HasSubstr("Pipeline timeline"));
+  for (const char* label : {">F0<", ">F3<", ">B0<", ">B3<"}) EXPECT_THAT(timeline, HasSubstr(label)) << label;
   expect_not_blank(loaded.screenshot);
   fs::copy_file(dir.file("shot.png"), "report-screenshot.png", fs::copy_options::overwrite_existing);
+}
+
+// The run JSON carries what the report draws: every stage's actions of
+// kTimelineIterations steady iterations, in order, non-overlapping, each
+// forward and backward of every micro-batch once; and the memory model's
+// prediction, close to the measured peak of the engine's allocations.
+TEST(ReportPage, RunJsonCarriesTimelineAndPrediction) {
+  TempDir dir;
+  const std::string run = dir.file("run.json");
+  ASSERT_EQ(sh("OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS -np 2 " + kBinary +
+               " train --model tiny --mock-data --pipeline-model-parallel-size 2 --micro-batch-size 1 "
+               "--global-batch-size 4 --train-iters 7 --quiet --report " + run + " >" + dir.file("train.log") + " 2>&1"),
+            0)
+      << read_all(dir.file("train.log"));
+  const nlohmann::json j = nlohmann::json::parse(read_all(run));
+  int stages = 0;
+  for (const nlohmann::json& r : j["measurements"]["ranks"]) {
+    ASSERT_TRUE(r.contains("timeline")) << r["rank"];
+    EXPECT_EQ(r["timeline"]["stage"], r["coord"]["pp"]);
+    const nlohmann::json& its = r["timeline"]["iterations"];
+    ASSERT_EQ(its.size(), 4u);
+    EXPECT_EQ(its[0]["iteration"], 2);  // the first (warm-up) iteration is left out
+    for (const nlohmann::json& it : its) {
+      std::set<std::pair<std::string, int>> seen;
+      double last_end = 0;
+      for (const nlohmann::json& a : it["actions"]) {
+        EXPECT_GE(a["start_s"].get<double>(), last_end - 1e-9);
+        EXPECT_GE(a["end_s"].get<double>(), a["start_s"].get<double>());
+        last_end = a["end_s"].get<double>();
+        EXPECT_EQ(a["chunk"], 0);
+        seen.insert({a["kind"].get<std::string>(), a["micro_batch"].get<int>()});
+      }
+      for (int mb = 0; mb < 4; ++mb)
+        for (const char* k : {"forward", "backward"}) EXPECT_TRUE(seen.count({k, mb})) << k << mb;
+      EXPECT_EQ(seen.count({"send_forward", 0}), r["coord"]["pp"] == 0 ? 1u : 0u);
+      EXPECT_EQ(seen.count({"recv_backward", 0}), r["coord"]["pp"] == 0 ? 1u : 0u);
+    }
+    ++stages;
+  }
+  EXPECT_EQ(stages, 2);
+  const nlohmann::json& pm = j["prediction"]["memory_bytes_per_gpu"];
+  const double predicted = pm["parameters"].get<double>() + pm["gradients"].get<double>() +
+                           pm["optimizer"].get<double>();
+  const nlohmann::json& mem = j["memory_peak_bytes"];
+  const double measured = mem["parameters"].get<double>() + mem["gradients"].get<double>() +
+                          mem["optimizer"].get<double>();
+  EXPECT_NEAR(measured, predicted, 0.05 * predicted);
 }
 
 TEST(ReportPage, PlanInChromium) {

@@ -1,4 +1,5 @@
-// Layer normalisation over the last dimension, eps = 1e-5.
+// Layer normalisation over the last dimension, eps given (kLayerNormEps,
+// 1e-5, unless the model says otherwise: ModelConfig::norm_epsilon).
 //
 //   inp, out, dout, dinp  [N, C]   (T)
 //   weight, bias          [C]      (T)
@@ -24,11 +25,12 @@
 
 namespace meshtrain::kernels {
 
+// The default epsilon of both norms (GPT-2's and Llama 2/3's).
 inline constexpr float kLayerNormEps = 1e-5f;
 
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                       int C);
+                       int C, float eps);
 
 template <class T>
 void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,

@@ -1,5 +1,5 @@
 // RMS normalisation over the last dimension (Zhang & Sennrich 2019), as the
-// Llama models use it, eps = 1e-5 (kLayerNormEps).
+// Llama models use it, eps given (kLayerNormEps = 1e-5 by default).
 //
 //   inp, out, dout, dinp  [N, C]   (T)
 //   weight                [C]      (T)
@@ -23,7 +23,7 @@
 namespace meshtrain::kernels {
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C);
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps);
 
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,

@@ -92,6 +92,7 @@ nlohmann::json rank_record_json(const RankRecord& r) {
                    {"hardware_flops_per_step", r.flops.hardware},
                    {"comm_steps", r.comm_steps}};
   j["comm"] = r.comm;
+  if (!r.timeline.is_null()) j["timeline"] = r.timeline;
   return j;
 }
 
@@ -158,6 +159,7 @@ nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, co
   pipe["idle_fraction_of_step"] = median_of(of_step);
   d["pipeline"] = pipe;
   d["steps"] = st;
+  if (r.contains("timeline")) d["timeline"] = r["timeline"];
 
   // Throughput from the tokens the steps consumed (summed over the world).
   const std::vector<double> tok = steady(column(st, "step_tokens"));

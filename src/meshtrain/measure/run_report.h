@@ -58,6 +58,10 @@ struct RankRecord {
   MemorySnapshot memory;       // MemoryTracker at the end of the run
   int64_t peak_rss_bytes = 0;  // process peak resident set
   StepFlops flops;             // this rank's share of one step's FLOPs (rank_step_flops)
+  // The pipeline actions of up to kTimelineIterations iterations (timeline.h),
+  // recorded by the TP and DP rank 0 of each stage: {"stage", "iterations":
+  // [timeline_iteration_json, ...]}; null elsewhere.
+  nlohmann::json timeline;
 };
 
 nlohmann::json rank_record_json(const RankRecord& r);

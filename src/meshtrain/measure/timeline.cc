@@ -18,4 +18,15 @@ std::vector<ComputeSpan> compute_spans(const std::vector<ActionTime>& actions) {
   return out;
 }
 
+nlohmann::json timeline_iteration_json(int iteration, double origin_s, const std::vector<ActionTime>& actions) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ActionTime& t : actions)
+    list.push_back({{"kind", action_kind_name(t.action.kind)},
+                    {"micro_batch", t.action.micro_batch},
+                    {"chunk", t.action.chunk},
+                    {"start_s", t.start_s - origin_s},
+                    {"end_s", t.end_s - origin_s}});
+  return {{"iteration", iteration}, {"actions", std::move(list)}};
+}
+
 }  // namespace meshtrain

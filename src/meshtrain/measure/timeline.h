@@ -1,10 +1,13 @@
-// Forward and backward spans of a training step for the trace.
+// A training step's pipeline actions for the trace and the run report.
 //
 // The engine records every action of its stage's Schedule list it executes
 // with its start and end (StepStats::actions). compute_spans keeps the
 // compute actions (forward, backward) as one span each, named after the
 // action, with the micro-batch and model chunk as arguments; the
 // point-to-point actions appear in the trace as communication calls.
+// timeline_iteration_json lists every action of one iteration for the run
+// report (its pipeline timeline), at most kTimelineIterations iterations per
+// stage.
 #pragma once
 
 #include <string>
@@ -24,5 +27,12 @@ struct ComputeSpan {
 
 // The forward and backward actions of `actions`, in order.
 std::vector<ComputeSpan> compute_spans(const std::vector<ActionTime>& actions);
+
+inline constexpr int kTimelineIterations = 4;
+
+// {"iteration": iteration, "actions": [{"kind": action_kind_name, "micro_batch",
+// "chunk", "start_s", "end_s"}, ...]} in execution order, times in seconds
+// after origin_s (the rank's train_step start).
+nlohmann::json timeline_iteration_json(int iteration, double origin_s, const std::vector<ActionTime>& actions);
 
 }  // namespace meshtrain

@@ -9,6 +9,7 @@
 #include "meshtrain/kernels/rope.h"
 #include "meshtrain/kernels/swiglu.h"
 #include "meshtrain/model/norm.h"
+#include "meshtrain/model/rope_scaling.h"
 
 namespace meshtrain {
 
@@ -19,7 +20,10 @@ BlockDims block_dims(const ModelConfig& m, const ParallelConfig& p) {
   d.rmsnorm = m.rmsnorm;
   d.swiglu = m.gated_mlp;
   d.rope = m.rotary;
-  d.rotary_base = static_cast<float>(m.rotary_base);
+  d.norm_eps = static_cast<float>(m.norm_epsilon);
+  if (m.rotary)
+    d.rope_cos_sin = std::make_shared<const std::vector<float>>(
+        rope_cos_sin_table(m.seq_length, m.head_dim(), m.rotary_base, m.rope_scaling));
   return d;
 }
 
@@ -113,14 +117,15 @@ template <class T>
 void block_forward(const BlockWeights<T>& w, const BlockActs<T>& a, T* out, const BlockScratch<T>& s,
                    const BlockDims& d, const TpContext& tp) {
   const int N = static_cast<int>(d.N()), Ns = static_cast<int>(d.Ns()), h = d.h, hl = d.hl(), fl = d.ffn_local;
-  norm_forward(d.rmsnorm, a.ln1_out, a.ln1_mean, a.ln1_rstd, a.input, w.ln1_w, w.ln1_b, Ns, h);
+  norm_forward(d.rmsnorm, a.ln1_out, a.ln1_mean, a.ln1_rstd, a.input, w.ln1_w, w.ln1_b, Ns, h, d.norm_eps);
   column_parallel_linear_forward(a.qkv, ln_input(a.ln1_out, s.row_out, d, tp), w.qkv_w, w.qkv_b, N, h,
                                  d.qkv_local());
   if (d.rope)
-    kernels::rope_forward(a.qkv, d.B, d.S, d.groups_local, d.heads_local / d.groups_local, d.hd, d.rotary_base);
+    kernels::rope_forward(a.qkv, d.rope_cos_sin->data(), d.B, d.S, d.groups_local, d.heads_local / d.groups_local,
+                          d.hd);
   block_recompute_attention(a, d);
   row_parallel_linear_forward(a.mid, s.row_out, a.attn_out, w.proj_w, w.proj_b, a.input, N, hl, h, tp);
-  norm_forward(d.rmsnorm, a.ln2_out, a.ln2_mean, a.ln2_rstd, a.mid, w.ln2_w, w.ln2_b, Ns, h);
+  norm_forward(d.rmsnorm, a.ln2_out, a.ln2_mean, a.ln2_rstd, a.mid, w.ln2_w, w.ln2_b, Ns, h, d.norm_eps);
   column_parallel_linear_forward(a.fc_out, ln_input(a.ln2_out, s.row_out, d, tp), w.fc_w, w.fc_b, N, h,
                                  d.fc_local());
   if (d.swiglu)
@@ -158,7 +163,8 @@ void block_backward(const BlockWeights<T>& w, const BlockGrads& g, const BlockAc
   kernels::attention_backward(s.d_wide, s.d_attn, a.qkv, a.attn_out, a.attn_lse, d.B, d.S, d.heads_local, d.hd,
                               d.groups_local);
   if (d.rope)
-    kernels::rope_backward(s.d_wide, d.B, d.S, d.groups_local, d.heads_local / d.groups_local, d.hd, d.rotary_base);
+    kernels::rope_backward(s.d_wide, d.rope_cos_sin->data(), d.B, d.S, d.groups_local, d.heads_local / d.groups_local,
+                           d.hd);
   column_parallel_linear_backward(s.d_ln_out, d_ln_shard, g.qkv_w, g.qkv_b, s.d_wide,
                                   ln_input(a.ln1_out, s.row_out, d, tp), w.qkv_w, N, h, d.qkv_local(), tp);
   norm_backward(d.rmsnorm, dx, g.ln1_w, g.ln1_b, d_ln_shard, a.input, w.ln1_w, a.ln1_mean, a.ln1_rstd, Ns, h,

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,10 @@ struct BlockDims {
   bool sp = false;
   int groups_local = 0;  // key/value heads on this rank
   bool rmsnorm = false, swiglu = false, rope = false;
-  float rotary_base = 10000.0f;
+  float norm_eps = 1e-5f;  // the model's norm_epsilon
+  // Rotary cos/sin table [S, hd] (rope_cos_sin_table: the model's base and
+  // scaling), built once by block_dims and shared by every copy.
+  std::shared_ptr<const std::vector<float>> rope_cos_sin = nullptr;
   int64_t N() const { return int64_t{B} * S; }
   int64_t Ns() const { return sp ? N() / tp : N(); }
   int hl() const { return heads_local * hd; }

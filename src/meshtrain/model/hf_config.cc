@@ -29,11 +29,11 @@ T field_or(const json& j, const char* key, T fallback) {
   return j.contains(key) && !j.at(key).is_null() ? field<T>(j, key) : fallback;
 }
 
-// The engine's norms use kLayerNormEps = 1e-5.
-void check_epsilon(const json& j, const char* key) {
+// The norms' epsilon (transformers' default 1e-5 for both architectures).
+double epsilon(const json& j, const char* key) {
   const double eps = field_or<double>(j, key, 1e-5);
-  check(std::fabs(eps - 1e-5) <= 1e-12, "Hugging Face config: {} {} is not supported (the engine's norms use 1e-5)",
-        key, eps);
+  check(eps > 0 && std::isfinite(eps), "Hugging Face config: {} {} must be positive", key, eps);
+  return eps;
 }
 
 ModelConfig from_llama(const json& j) {
@@ -53,13 +53,18 @@ ModelConfig from_llama(const json& j) {
   m.rotary_base = field_or<double>(j, "rope_theta", 10000.0);
   const std::string act = field_or<std::string>(j, "hidden_act", "silu");
   check(act == "silu", "Hugging Face config: hidden_act '{}' is not supported (SwiGLU uses silu)", act);
-  check_epsilon(j, "rms_norm_eps");
+  m.norm_epsilon = epsilon(j, "rms_norm_eps");
   const bool attn_bias = field_or<bool>(j, "attention_bias", false), mlp_bias = field_or<bool>(j, "mlp_bias", attn_bias);
   check(attn_bias == mlp_bias, "Hugging Face config: attention_bias {} and mlp_bias {} differ (one bias setting)",
         attn_bias, mlp_bias);
   m.bias_linear = attn_bias;
-  check(!j.contains("rope_scaling") || j.at("rope_scaling").is_null(),
-        "Hugging Face config: rope_scaling {} is not supported", j.contains("rope_scaling") ? j.at("rope_scaling").dump() : "");
+  if (j.contains("rope_scaling")) {
+    try {
+      m.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"));
+    } catch (const Error& e) {
+      throw Error(fmt::format("Hugging Face config: {}", e.what()));
+    }
+  }
   if (j.contains("head_dim") && !j.at("head_dim").is_null() && m.num_attention_heads > 0) {
     const int hd = field<int>(j, "head_dim");
     check(hd * m.num_attention_heads == m.hidden_size,
@@ -83,7 +88,7 @@ ModelConfig from_gpt2(const json& j) {
   check(act == "gelu_new" || act == "gelu_pytorch_tanh",
         "Hugging Face config: activation_function '{}' is not supported (the engine's GELU is the tanh form, gelu_new)",
         act);
-  check_epsilon(j, "layer_norm_epsilon");
+  m.norm_epsilon = epsilon(j, "layer_norm_epsilon");
   check(field_or<bool>(j, "scale_attn_weights", true), "Hugging Face config: scale_attn_weights false is not supported");
   for (const char* k : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"})
     check(!field_or<bool>(j, k, false), "Hugging Face config: {} true is not supported", k);

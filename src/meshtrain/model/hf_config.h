@@ -5,8 +5,9 @@
 //     num_attention_heads, num_key_value_heads (default: heads),
 //     max_position_embeddings, vocab_size, rope_theta (default 10000),
 //     tie_word_embeddings (default false), hidden_act (silu),
-//     rms_norm_eps (1e-5), attention_bias / mlp_bias (equal), head_dim
-//     (hidden / heads if given), rope_scaling (null)
+//     rms_norm_eps (default 1e-5), attention_bias / mlp_bias (equal),
+//     head_dim (hidden / heads if given), rope_scaling (null, or the types
+//     "linear" and "llama3" of rope_scaling.h: Llama 3.1 and 3.2)
 //   GPT-2: n_embd, n_layer, n_head, n_inner (null: 4 x n_embd), n_positions,
 //     vocab_size, activation_function (gelu_new), layer_norm_epsilon (1e-5),
 //     tie_word_embeddings (default true), scale_attn_weights (true),
@@ -14,8 +15,8 @@
 //
 // The engine's choices: RMSNorm + SwiGLU + rotary + no biases for Llama,
 // LayerNorm + GELU + learned positions + biases for GPT-2. A field whose
-// value the engine cannot represent (another activation, norm epsilon or
-// head size, rope scaling) is an Error naming it; fields that do not shape
+// value the engine cannot represent (another activation or head size, a
+// rope scaling type other than linear and llama3) is an Error naming it; fields that do not shape
 // the model (token ids, dropout, dtype, cache, versions) are ignored. The
 // sequence length is the context (max_position_embeddings / n_positions);
 // --seq-length shortens it.

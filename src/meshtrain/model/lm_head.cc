@@ -18,7 +18,7 @@ double head_forward_backward(T* dx, const HeadGrads& g, const T* x, const T* lnf
   const int h = d.h, V = d.vocab_local;
   const int n_valid = std::clamp(d.vocab_size - d.vocab_start, 0, V);
   T* mine = s.lnf_out + (d.sp ? tp.rank() * Ns * h : 0);
-  norm_forward(d.rmsnorm, mine, s.lnf_mean, s.lnf_rstd, x, lnf_w, lnf_b, static_cast<int>(Ns), h);
+  norm_forward(d.rmsnorm, mine, s.lnf_mean, s.lnf_rstd, x, lnf_w, lnf_b, static_cast<int>(Ns), h, d.norm_eps);
   gather_sequence(s.lnf_out, N, h, tp);
 
   double loss_sum = 0;

@@ -22,6 +22,7 @@ struct HeadDims {
   bool sp = false;
   int rows = 1;  // logit rows per pass
   bool rmsnorm = false;  // final norm: RMSNorm (lnf_b nullptr), else LayerNorm
+  float norm_eps = 1e-5f;  // the model's norm_epsilon
   int64_t N() const { return int64_t{B} * S; }
   int64_t Ns() const { return sp ? N() / tp : N(); }
 };

@@ -68,6 +68,10 @@ void ModelConfig::validate() const {
   check(!rotary || head_dim() % 2 == 0, "rotary position embedding needs an even head dimension (got {})", head_dim());
   check(!rotary || (rotary_base > 0 && std::isfinite(rotary_base)), "rotary-base must be positive (got {})",
         rotary_base);
+  check(rotary || rope_scaling.type == RopeScaling::Type::none,
+        "rope_scaling '{}' needs rotary positions (position_embedding_type rope)", rope_scaling.type_name());
+  rope_scaling.validate();
+  check(norm_epsilon > 0 && std::isfinite(norm_epsilon), "norm-epsilon must be positive (got {})", norm_epsilon);
 }
 
 std::string ModelConfig::position_embedding_type() const {
@@ -102,7 +106,9 @@ void to_json(nlohmann::json& j, const ModelConfig& m) {
                      {"learned_positions", m.learned_positions},
                      {"position_embedding_type", m.position_embedding_type()},
                      {"rotary_base", m.rotary_base},
+                     {"rope_scaling", rope_scaling_to_json(m.rope_scaling)},
                      {"normalization", m.normalization()},
+                     {"norm_epsilon", m.norm_epsilon},
                      {"add_bias_linear", m.bias_linear},
                      {"parameters", m.num_parameters()}};
 }
@@ -112,7 +118,7 @@ void from_json(const nlohmann::json& j, ModelConfig& m) {
                                 "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
                                 "gated_mlp", "tied_embeddings", "learned_positions", "padded_vocab_size",
                                 "parameters", "description", "position_embedding_type", "rotary_base",
-                                "normalization", "add_bias_linear"};
+                                "normalization", "add_bias_linear", "rope_scaling", "norm_epsilon"};
   check(j.is_object(), "a model description is a JSON object (got {})", j.type_name());
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
@@ -159,6 +165,8 @@ void from_json(const nlohmann::json& j, ModelConfig& m) {
             "learned_positions {} contradicts position_embedding_type '{}'", j.at("learned_positions").dump(), type);
   }
   get("rotary_base", m.rotary_base);
+  if (j.contains("rope_scaling")) m.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"));
+  get("norm_epsilon", m.norm_epsilon);
   if (j.contains("normalization")) m.set_normalization(j.at("normalization").get<std::string>());
   get("add_bias_linear", m.bias_linear);
 }

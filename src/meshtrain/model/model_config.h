@@ -3,13 +3,16 @@
 // rotary positions, grouped-query attention, untied embedding, no biases)
 // or any mix; the engine trains and the performance model costs every field.
 // The JSON names follow Megatron-LM's flags where one exists
-// ("normalization": "RMSNorm", "position_embedding_type": "rope").
+// ("normalization": "RMSNorm", "position_embedding_type": "rope",
+// "norm_epsilon"); "rope_scaling" is Hugging Face's object (rope_scaling.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "meshtrain/model/rope_scaling.h"
 
 namespace meshtrain {
 
@@ -29,7 +32,9 @@ struct ModelConfig {
   bool rotary = false;              // rotary position embedding of q and k (needs
                                     // learned_positions false and an even head_dim)
   double rotary_base = 10000;       // --rotary-base
+  RopeScaling rope_scaling;         // Llama 3.1's "llama3" or "linear" (rotary only)
   bool rmsnorm = false;             // --normalization RMSNorm (weights only), else LayerNorm
+  double norm_epsilon = 1e-5;       // --norm-epsilon: both norms' eps (kernels::kLayerNormEps)
   bool bias_linear = true;          // false: --disable-bias-linear (no qkv/proj/fc/fc2 biases)
 
   int head_dim() const { return hidden_size / num_attention_heads; }

@@ -9,12 +9,12 @@ namespace meshtrain {
 
 template <class T>
 void norm_forward(bool rmsnorm, T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                  int C) {
+                  int C, float eps) {
   if (rmsnorm) {
-    kernels::rmsnorm_forward(out, rstd, inp, weight, N, C);
+    kernels::rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
   } else {
     MT_ASSERT(bias != nullptr);
-    kernels::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    kernels::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps);
   }
 }
 
@@ -28,7 +28,7 @@ void norm_backward(bool rmsnorm, T* dinp, float* dweight, float* dbias, const T*
 }
 
 #define INSTANTIATE(T)                                                                                         \
-  template void norm_forward<T>(bool, T*, float*, float*, const T*, const T*, const T*, int, int);             \
+  template void norm_forward<T>(bool, T*, float*, float*, const T*, const T*, const T*, int, int, float);          \
   template void norm_backward<T>(bool, T*, float*, float*, const T*, const T*, const T*, const float*,         \
                                  const float*, int, int, bool);
 INSTANTIATE(float)

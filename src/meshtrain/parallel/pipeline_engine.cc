@@ -32,7 +32,8 @@ PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p,
   ed_ = EmbeddingDims{p.micro_batch_size, m.seq_length, m.hidden_size, vl, mesh.coord().tp * vl, p.tp, tp_.sequence_parallel};
   hd_ = HeadDims{p.micro_batch_size, m.seq_length,        m.hidden_size,        vl, mesh.coord().tp * vl,
                  m.vocab_size,       p.tp,                tp_.sequence_parallel,
-                 static_cast<int>(head_logits_rows(m, p)), m.rmsnorm};
+                 static_cast<int>(head_logits_rows(m, p)), m.rmsnorm,
+                 static_cast<float>(m.norm_epsilon)};
   bool has_head = false;
   for (int c = 0; c < p.vpp; ++c) has_head |= layout_.has_head(c);
   const auto ws = rank_working_set(m, p, has_head);

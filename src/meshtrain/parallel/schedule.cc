@@ -118,9 +118,13 @@ int Schedule::max_in_flight(int stage) const {
   return peak;
 }
 
-std::string to_string(const Action& a) {
+const char* action_kind_name(ActionKind k) {
   static const char* names[] = {"recv_forward", "forward", "send_forward", "recv_backward", "backward", "send_backward"};
-  return fmt::format("{}(mb={}, chunk={})", names[static_cast<int>(a.kind)], a.micro_batch, a.chunk);
+  return names[static_cast<int>(k)];
+}
+
+std::string to_string(const Action& a) {
+  return fmt::format("{}(mb={}, chunk={})", action_kind_name(a.kind), a.micro_batch, a.chunk);
 }
 
 }  // namespace meshtrain

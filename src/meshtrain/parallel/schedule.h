@@ -59,6 +59,9 @@ struct Schedule {
 // for interleaved). Throws Error otherwise.
 Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int num_micro_batches);
 
+// "recv_forward", "forward", "send_forward", "recv_backward", "backward",
+// "send_backward".
+const char* action_kind_name(ActionKind k);
 std::string to_string(const Action& a);
 
 }  // namespace meshtrain

@@ -1,6 +1,7 @@
 #include "meshtrain/report/run_report_html.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -165,6 +166,59 @@ void pipeline_chart(HtmlPage& page, const json& m) {
   page.chart(b);
 }
 
+// One steady iteration of every stage (the last one its ranks recorded):
+// each forward, backward and wait in a receive as a bar on the stage's row,
+// labelled F<micro-batch> / B<micro-batch> (.<chunk> with several chunks),
+// times from each stage's own train_step start.
+void timeline_chart(HtmlPage& page, const json& m) {
+  std::map<int, const json*> last;  // stage -> its last recorded iteration
+  for (const json& r : m["ranks"])
+    if (r.contains("timeline") && !r["timeline"]["iterations"].empty())
+      last[r["timeline"]["stage"].get<int>()] = &r["timeline"]["iterations"].back();
+  if (last.empty()) return;
+  const char* const kinds[] = {"forward", "backward", "recv_forward", "recv_backward"};
+  const char* const names[] = {"forward", "backward", "waiting for activations", "waiting for gradients"};
+  json data[4] = {json::array(), json::array(), json::array(), json::array()};
+  json labels = json::array();
+  int iteration = 0, chunks = 1;
+  double end_ms = 0;  // lines series do not stretch the axis: its extent is set
+  for (const auto& [stage, it] : last)
+    for (const json& a : (*it)["actions"]) chunks = std::max(chunks, a["chunk"].get<int>() + 1);
+  for (const auto& [stage, it] : last) {
+    const std::string row = fmt::format("stage {}", stage);
+    labels.push_back(row);
+    iteration = (*it)["iteration"].get<int>();
+    for (const json& a : (*it)["actions"]) {
+      const std::string kind = a["kind"].get<std::string>();
+      const int k = int(std::find(std::begin(kinds), std::end(kinds), kind) - std::begin(kinds));
+      if (k == 4) continue;  // sends: posted, not waited for
+      const std::string chunk = chunks > 1 ? fmt::format(".{}", a["chunk"].get<int>()) : "";
+      const std::string label =
+          k < 2 ? fmt::format("{}{}{}", k == 0 ? 'F' : 'B', a["micro_batch"].get<int>(), chunk) : "";
+      end_ms = std::max(end_ms, 1e3 * a["end_s"].get<double>());
+      data[k].push_back({{"name", label},
+                         {"coords", {{1e3 * a["start_s"].get<double>(), row}, {1e3 * a["end_s"].get<double>(), row}}}});
+    }
+  }
+  json o = base_option(fmt::format("Pipeline timeline of iteration {} (ms from each stage's step start)", iteration));
+  o["tooltip"] = {{"trigger", "item"}};
+  o["yAxis"] = {{"type", "category"}, {"data", labels}, {"inverse", true}};
+  o["xAxis"] = value_axis("ms");
+  o["xAxis"]["min"] = 0;
+  o["xAxis"]["max"] = std::ceil(end_ms);
+  o["grid"]["left"] = 90;
+  o["series"] = json::array();
+  for (int k = 0; k < 4; ++k)
+    o["series"].push_back({{"name", names[k]},
+                           {"type", "lines"},
+                           {"coordinateSystem", "cartesian2d"},
+                           {"polyline", false},
+                           {"lineStyle", {{"width", 26}, {"opacity", k < 2 ? 0.9 : 0.35}}},
+                           {"label", {{"show", k < 2}, {"position", "middle"}, {"formatter", "{b}"}}},
+                           {"data", data[k]}});
+  page.chart(o, 120 + 60 * static_cast<int>(last.size()));
+}
+
 void prediction_section(HtmlPage& page, const json& run, const json& pred) {
   page.heading("Predicted and measured");
   const json& mem = run["memory_peak_bytes"];
@@ -175,7 +229,8 @@ void prediction_section(HtmlPage& page, const json& run, const json& pred) {
     measured.push_back(num(mem, c) / kMiB);
     predicted.push_back(num(pm, c) / kMiB);
   }
-  json o = base_option("Peak memory of the most loaded rank (MiB)");
+  json o = base_option(fmt::format("Peak memory of the most loaded rank (MiB), predicted by the {}",
+                                   pred.value("source", std::string("performance model"))));
   o["xAxis"] = {{"type", "category"}, {"data", labels}};
   o["yAxis"] = value_axis("MiB");
   o["series"] = json::array({{{"name", "measured"}, {"type", "bar"}, {"data", measured}},
@@ -191,10 +246,13 @@ void prediction_section(HtmlPage& page, const json& run, const json& pred) {
     return std::vector<std::string>{what, fmt::format("{:.4g} {}", meas, unit), fmt::format("{:.4g} {}", pred_v, unit),
                                     pred_v > 0 ? fmt::format("{:+.1f}%", 100 * (meas / pred_v - 1)) : "-"};
   };
-  page.table({"", "measured", "predicted", "measured / predicted - 1"},
-             {row("step time", step, num(pred, "step_time_s"), "s"),
-              row("tokens/s", num(run, "tokens_per_s"), num(pred, "tokens_per_s"), ""),
-              row("peak memory", num(mem, "total") / kMiB, num(pm, "total") / kMiB, "MiB")});
+  std::vector<std::vector<std::string>> rows;
+  if (pred.contains("step_time_s")) {  // a time prediction (a system was given)
+    rows.push_back(row("step time", step, num(pred, "step_time_s"), "s"));
+    rows.push_back(row("tokens/s", num(run, "tokens_per_s"), num(pred, "tokens_per_s"), ""));
+  }
+  rows.push_back(row("peak memory", num(mem, "total") / kMiB, num(pm, "total") / kMiB, "MiB"));
+  page.table({"", "measured", "predicted", "measured / predicted - 1"}, rows);
 }
 
 }  // namespace
@@ -225,6 +283,7 @@ std::string run_report_html(const json& run, const json& prediction) {
     comm_charts(page, m);
     page.heading("Pipeline");
     pipeline_chart(page, m);
+    timeline_chart(page, m);
   }
   if (prediction.is_object()) prediction_section(page, run, prediction);
   return page.render();

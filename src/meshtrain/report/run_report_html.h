@@ -10,8 +10,11 @@
 //   - the step of each pipeline stage split into forward, backward, waiting
 //     in receives, optimizer and the rest (medians over the stage's ranks
 //     and the steady iterations), and the bubble against (p-1)/(m+p-1);
-//   - predicted against measured step time, throughput and memory, when a
-//     prediction is given (the performance model for a system, perf/).
+//   - the pipeline timeline: every forward, backward and receive wait of
+//     one steady iteration on each stage's row (measurements.ranks[].timeline);
+//   - predicted against measured memory, and step time and throughput when
+//     the prediction has them: the run's own "prediction" (the memory model)
+//     or the performance model for a system (report --system, perf/).
 // Fields a report lacks (a run without --eval-iters, one rank) leave their
 // chart out.
 #pragma once
@@ -22,7 +25,8 @@
 
 namespace meshtrain::report {
 
-// `prediction`: perf::Prediction's JSON, or null for none.
+// `prediction`: perf::Prediction's JSON, the run's memory-only "prediction",
+// or null for none.
 std::string run_report_html(const nlohmann::json& run, const nlohmann::json& prediction);
 
 }  // namespace meshtrain::report

@@ -63,7 +63,7 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
     // Logits of the last position only.
     const float* last = a.input + int64_t{T - 1} * h;
     norm_forward(m.rmsnorm, y.as<float>(), stats.as<float>(), stats.as<float>() + 1, last, W + lnf.offset,
-                 m.rmsnorm ? nullptr : W + lnf.offset + h, 1, h);
+                 m.rmsnorm ? nullptr : W + lnf.offset + h, 1, h, static_cast<float>(m.norm_epsilon));
     kernels::matmul_forward<float>(logits.as<float>(), y.as<float>(), W + out_w.offset, nullptr, 1, h, V);
     for (int v = 0; v < m.vocab_size; ++v) cand[v] = {logits.as<float>()[v] / std::max(o.temperature, 1e-4f), v};
     const int k = std::clamp(o.top_k, 1, m.vocab_size);

@@ -11,6 +11,8 @@
 #include "meshtrain/core/stats.h"
 #include "meshtrain/measure/gather.h"
 #include "meshtrain/model/flops.h"
+#include "meshtrain/perf/predict.h"
+#include "meshtrain/train/memory_check.h"
 
 namespace meshtrain {
 
@@ -41,11 +43,24 @@ nlohmann::json gather_measurements(const TrainOptions& o, const TrainResult& r, 
   rec.memory = MemoryTracker::global().snapshot();
   rec.peak_rss_bytes = process_peak_rss_bytes();
   rec.flops = rank_step_flops(o.model, o.parallel, mesh.coord().pp, r.tokens_per_step);
+  if (!m.timeline.empty()) rec.timeline = {{"stage", mesh.coord().pp}, {"iterations", m.timeline}};
   const std::vector<std::string> all = gather_strings(mesh.world(), rank_record_json(rec).dump());
   if (mesh.rank() != 0) return nullptr;
   std::vector<nlohmann::json> ranks;
   for (const std::string& s : all) ranks.push_back(nlohmann::json::parse(s));
   return aggregate_measurements(ranks, ReportContext{o.model, o.parallel, mesh.world_size(), o.peak_tflops});
+}
+
+// The memory model's prediction of the engine's own allocations on the most
+// loaded rank (per category and total); a time prediction needs a system
+// (meshtrain report --system adds one).
+nlohmann::json memory_prediction(const TrainOptions& o) {
+  perf::MemoryBytes worst;
+  for (int s = 0; s < o.parallel.pp; ++s) {
+    const perf::MemoryBytes b = rank_peak_memory(o, rank_of(o.parallel, RankCoord{0, 0, s}));
+    if (b.total() > worst.total()) worst = b;
+  }
+  return {{"source", "memory model, the engine's own allocations"}, {"memory_bytes_per_gpu", worst}};
 }
 
 // Non-finite values are not JSON numbers: written as strings ("nan").
@@ -92,6 +107,7 @@ nlohmann::json report_json(const TrainOptions& o, const TrainResult& r, const st
   mem["total"] = int64_t(peaks[kPeakTotal]);
   j["memory_peak_bytes"] = mem;
   j["process_peak_rss_bytes"] = int64_t(peaks[kPeakRss]);
+  j["prediction"] = memory_prediction(o);
   return j;
 }
 

@@ -1,7 +1,9 @@
 // The run report (--report FILE, JSON): the resolved configuration, every
 // iteration's loss, step time, gradient norm and learning rate, throughput,
 // FLOPs, the most loaded rank's memory peaks and every rank's measurements
-// (measure/run_report.h). Written atomically by rank 0 at each checkpoint
+// (measure/run_report.h), the pipeline actions of a few iterations per stage
+// (measurements.ranks[].timeline) and the memory model's prediction of the
+// most loaded rank ("prediction"). Written atomically by rank 0 at each checkpoint
 // and at exit; a resumed run's report has `resumed_from_iteration` and lists
 // the iterations it ran (`first_iteration` onwards).
 #pragma once
@@ -40,6 +42,9 @@ struct RunMeasurements {
   std::vector<StepRecord> records;
   std::vector<double> consumed;  // tokens of each step, summed over the world
   CommStats train_comm;
+  // The pipeline actions of the first kTimelineIterations steady iterations
+  // (timeline_iteration_json); recorded on the TP and DP rank 0 of a stage.
+  std::vector<nlohmann::json> timeline;
 };
 
 // Throughput and consumed tokens per step of `r` from its records.

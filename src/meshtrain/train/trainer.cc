@@ -150,6 +150,10 @@ void Trainer<T>::record_step(int it, const StepStats& s, double t0, double tp0, 
                              double step_tokens) {
   meas_.consumed.push_back(step_tokens);
   r_.step_times_s.push_back(to1 - t0);
+  // The report's pipeline timeline: a few steady iterations of one rank per stage.
+  const bool steady = it > r_.first_iteration || it + 1 == o_.train_iters;
+  if (steady && mesh_.coord().tp == 0 && mesh_.coord().dp == 0 && meas_.timeline.size() < kTimelineIterations)
+    meas_.timeline.push_back(timeline_iteration_json(it + 1, tp0, s.actions));
   if (!trace_) return;
   trace_->complete("step", "train", t0, to1, {{"iteration", it + 1}});
   trace_->complete("train_step", "train", tp0, tp1,

@@ -20,7 +20,7 @@ using cpu::vstore_partial;
 
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight_in, const T* bias_in,
-                       int N, int C) {
+                       int N, int C, float eps) {
   const int Cv = C / kVL * kVL;
   const int tail = C - Cv;
 #pragma omp parallel
@@ -47,7 +47,7 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
       const vfloat d = vload_partial(x + Cv, tail, m) - vm;
       sq += d * d;
     }
-    const float s = 1.0f / std::sqrt(cpu::hsum(sq) / static_cast<float>(C) + kLayerNormEps);
+    const float s = 1.0f / std::sqrt(cpu::hsum(sq) / static_cast<float>(C) + eps);
     const vfloat vs = vbroadcast(s);
     for (int c = 0; c < Cv; c += kVL)
       vstore(o + c, (vload(x + c) - vm) * vs * vload(weight + c) + vload(bias + c));
@@ -142,7 +142,7 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
 }
 
 #define MT_INSTANTIATE(T)                                                                                       \
-  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int);              \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float);              \
   template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*, const float*,          \
                                       const float*, int, int, bool);
 MT_INSTANTIATE(float)

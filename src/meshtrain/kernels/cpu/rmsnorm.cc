@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "meshtrain/kernels/cpu/common.h"
-#include "meshtrain/kernels/layernorm.h"
 
 namespace meshtrain::kernels {
 
@@ -11,7 +10,7 @@ using cpu::ld;
 using cpu::st;
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C) {
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<size_t>(n) * C;
@@ -19,7 +18,7 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
     float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
     for (int c = 0; c < C; ++c) sq += ld(x[c]) * ld(x[c]);
-    const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + kLayerNormEps);
+    const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + eps);
 #pragma omp simd
     for (int c = 0; c < C; ++c) o[c] = st<T>(ld(x[c]) * s * ld(weight[c]));
     if (rstd != nullptr) rstd[n] = s;
@@ -60,7 +59,7 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
 }
 
 #define MT_INSTANTIATE(T)                                                                              \
-  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int);                         \
+  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float);                       \
   template void rmsnorm_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, bool);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(bf16)
