@@ -4,8 +4,10 @@
 // a `meshtrain train` job under the launcher; each result is appended to
 // --results as it ends, and a second call on the same file continues.
 // --replay answers trials from recorded measurements instead (for comparing
-// strategies; --evaluate prints their regret table). --calibrate writes a
-// system file refitted to the trials; --emit prints the best layout as a
+// strategies; --evaluate prints their regret table; --check-model and
+// --cross-validate score the --system file's predictions against the
+// recorded layouts, tune/model_check.h). --calibrate writes a system file
+// refitted to the trials (tune/refit.h); --emit prints the best layout as a
 // command line, Slurm script or Megatron-LM arguments.
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 #include "meshtrain/core/output_file.h"
 #include "meshtrain/measure/sweep.h"
 #include "meshtrain/tune/launch.h"
+#include "meshtrain/tune/model_check.h"
 #include "meshtrain/tune/refit.h"
 #include "meshtrain/tune/results_file.h"
 #include "meshtrain/tune/tuner.h"
@@ -45,7 +48,8 @@ struct TuneFlags {
   double timeout_s = 600;
   std::string trial_dir;
   std::vector<std::string> replay;
-  bool evaluate = false, json = false;
+  bool evaluate = false, json = false, check_model = false;
+  int cross_validate = 0;
   std::vector<int> budgets = {4, 8, 12};
   std::vector<std::string> strategies = {"grid", "random", "bo", "model"};
   int seeds = 10;
@@ -106,6 +110,56 @@ int run_evaluate(const TuneFlags& f, const tune::TuneSpace& space) {
   return 0;
 }
 
+// The recorded layouts of the space, each with the median of its ok trials
+// and the space's own config (the replay files may name fewer knobs).
+std::vector<tune::Measured> recorded_layouts(const TuneFlags& f, const tune::TuneSpace& space, int gbs) {
+  std::vector<tune::Measured> out;
+  for (tune::Measured l : tune::measured_layouts(tune::ReplayTrials(f.replay, f.o.seed, gbs).all())) {
+    const int i = space.find(l.key);
+    if (i < 0) continue;
+    l.config = space.points[i].config;
+    out.push_back(std::move(l));
+  }
+  check(!out.empty(), "the replay files measured no layout of this search space");
+  return out;
+}
+
+int run_check_model(const TuneFlags& f, const ModelConfig& m, const perf::SystemSpec& sys,
+                    const tune::TuneSpace& space, int gbs) {
+  const std::vector<tune::Measured> layouts = recorded_layouts(f, space, gbs);
+  const tune::ModelCheck c = f.cross_validate > 0 ? tune::cross_validate(m, sys, f.ranks, layouts, f.cross_validate)
+                                                  : tune::check_model(m, sys, f.ranks, layouts);
+  if (f.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : c.rows)
+      rows.push_back({{"key", r.key}, {"measured", r.measured}, {"predicted", r.predicted}, {"fold", r.fold}});
+    nlohmann::json folds = nlohmann::json::array();
+    for (const auto& k : c.fold_factors) folds.push_back(tune::describe(k));
+    std::cout << nlohmann::json{{"rows", rows},
+                                {"rms_log_error", c.rms_log_error},
+                                {"median_abs_error", c.median_abs_error},
+                                {"max_abs_error", c.max_abs_error},
+                                {"spearman", c.spearman},
+                                {"folds", folds}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  fmt::print("{:<44} {:>10} {:>10} {:>7}{}\n", "layout", "measured", "predicted", "error",
+             f.cross_validate > 0 ? "  fold" : "");
+  for (const auto& r : c.rows)
+    fmt::print("{:<44} {:>10.0f} {:>10.0f} {:>6.1f}%{}\n", r.key, r.measured, r.predicted,
+               100 * (r.predicted / r.measured - 1), r.fold >= 0 ? fmt::format("  {:>4}", r.fold) : "");
+  for (size_t k = 0; k < c.fold_factors.size(); ++k)
+    fmt::print("fold {} refit: {}\n", k, tune::describe(c.fold_factors[k]));
+  fmt::print("{} layouts{}: median |error| {:.1f}%, max {:.1f}%, rms log error {:.3f}, Spearman {:.3f}\n",
+             c.rows.size(),
+             f.cross_validate > 0 ? fmt::format(", each predicted by a refit without its fold ({} folds)", f.cross_validate)
+                                  : "",
+             100 * c.median_abs_error, 100 * c.max_abs_error, c.rms_log_error, c.spearman);
+  return 0;
+}
+
 int run_tune_command(TuneFlags f) {
   check(f.ranks > 0, "--ranks must be positive");
   check(f.trial_iters >= 2, "--trial-iters must be at least 2 (the first iteration is warm-up, not measured)");
@@ -117,6 +171,10 @@ int run_tune_command(TuneFlags f) {
   if (!f.system.empty()) sys = perf::load_system_spec(f.system);
   const tune::TuneSpace space = tune::make_tune_space(m, search_space(f), f.ranks, gbs, sys ? &*sys : nullptr);
   f.o.commit = build_commit();
+  if (f.check_model || f.cross_validate > 0) {
+    check(!f.replay.empty() && sys.has_value(), "--check-model and --cross-validate need --replay and --system");
+    return run_check_model(f, m, *sys, space, gbs);
+  }
   if (f.evaluate) {
     check(!f.replay.empty(), "--evaluate needs --replay FILE[,FILE...]");
     return run_evaluate(f, space);
@@ -156,9 +214,8 @@ int run_tune_command(TuneFlags f) {
     const tune::Refit fit = tune::refit_system(m, *sys, f.ranks, r.trials);
     write_output_file(f.calibrate, {nlohmann::json(fit.system).dump(2), "\n"}, "calibrated system file");
     if (!f.json)
-      fmt::print("calibrated {} -> {}: compute x {:.3g}, comm x {:.3g}; rms log error {:.3f} -> {:.3f} over {} layouts\n",
-                 sys->name, f.calibrate, fit.compute_scale, fit.comm_scale, fit.rms_log_error_before,
-                 fit.rms_log_error_after, fit.layouts);
+      fmt::print("calibrated {} -> {}: {}; rms log error {:.3f} -> {:.3f} over {} layouts\n", sys->name, f.calibrate,
+                 tune::describe(fit.factors), fit.rms_log_error_before, fit.rms_log_error_after, fit.layouts);
   }
   if (f.json) {
     std::cout << tune::tune_json(space, f.o, r).dump(2) << "\n";
@@ -205,7 +262,8 @@ void add_tune_command(CLI::App& app, Runner& run) {
   c->add_option("--seed", f->o.seed, "Seed of the random choices")->capture_default_str();
   c->add_option("--beta", f->o.beta, "UCB weight of the standard deviation (default 2 for bo, 1 for model)");
   c->add_option("--repeat-band", f->o.repeat_band,
-                "Measure a layout again when its first trial is within this fraction of another's best (0: never)")
+                "Measure a layout again when its first trial beats another's best or falls short of it by at most this "
+                "fraction (0: never)")
       ->capture_default_str();
   c->add_option("--trial-iters", f->trial_iters, "Iterations per trial; the first is warm-up and not measured")
       ->capture_default_str();
@@ -224,6 +282,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
   c->add_option("--seeds", f->seeds, "Seeds of --evaluate")->capture_default_str();
   c->add_option("--within", f->within, "Regret counted as a success by --evaluate")->capture_default_str();
   c->add_option("--calibrate", f->calibrate, "Write the --system file refitted to the trials here");
+  c->add_flag("--check-model", f->check_model,
+              "With --replay and --system: each recorded layout's median beside the prediction; error and Spearman");
+  c->add_option("--cross-validate", f->cross_validate,
+                "With --replay and --system: as --check-model, each layout predicted by a refit on the other K-1 "
+                "folds of layouts");
   c->add_option("--emit", f->emit, "Print the best layout as: train, slurm-frontier, slurm-dgx or megatron");
   c->add_flag("--json", f->json, "{trials, best: {key, config, tokens_per_s, measurements}, strategy, ...}");
   c->add_option("extra", f->extra, "Further train flags, after --")->expected(-1);

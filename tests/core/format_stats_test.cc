@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "meshtrain/core/format.h"
 #include "meshtrain/core/stats.h"
 
@@ -28,6 +30,17 @@ TEST(Stats, MedianAndQuantile) {
   EXPECT_EQ(median_of({4, 1, 2, 3}), 2.5);
   EXPECT_EQ(quantile_of({0, 10}, 0.25), 2.5);
   EXPECT_EQ(quantile_of({5, 1, 9}, 1.0), 9.0);
+}
+
+// Spearman: 1 for any increasing relation, -1 for a decreasing one, ties at
+// their mean rank, 0 where a sample is constant or too short.
+TEST(Stats, Spearman) {
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 100, 1000, 10000}), 1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // Ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3): 4.5 / sqrt(4.5 x 5).
+  EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 2, 3, 4}), 4.5 / std::sqrt(4.5 * 5), 1e-12);
+  EXPECT_DOUBLE_EQ(spearman({1, 1, 1}, {1, 2, 3}), 0.0);
+  EXPECT_DOUBLE_EQ(spearman({1}, {1}), 0.0);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Calibration from bench output: the peak is the per-thread peak times a
-// rank's cores, the matmul curve is carried over, and the link's per-size
+// rank's cores (at least one; more ranks than cores time-share them), the matmul curve is carried over, and the link's per-size
 // efficiency makes the ring formula reproduce every measured all-reduce.
 #include "meshtrain/perf/calibrate.h"
 
@@ -43,9 +43,19 @@ nlohmann::json comm_output(int n) {
 SystemSpec base() { return load_system_spec("local"); }
 
 TEST(Calibrate, PeakIsPerThreadPeakTimesCoresPerRank) {
+  // 4 cores, 2 ranks: two cores' threads per rank; no time sharing.
+  const SystemSpec two = calibrate_system(base(), gemm_output(), nullptr, HostInfo{2, 4, 16.0 * (1 << 30)});
+  EXPECT_DOUBLE_EQ(two.compute.peak_tflops_fp32, 0.1 * 2);
+  EXPECT_EQ(two.cores_per_node, 0);
+  EXPECT_FALSE(two.oversubscribed(2));
+  // 2 cores, 4 ranks: each rank computes at one core's peak and the four
+  // time-share the two cores (cores_per_node).
   const SystemSpec s = calibrate_system(base(), gemm_output(), nullptr, HostInfo{4, 2, 16.0 * (1 << 30)});
-  EXPECT_DOUBLE_EQ(s.compute.peak_tflops_fp32, 0.1 * 0.5);  // 2 cores, 4 ranks
-  EXPECT_DOUBLE_EQ(s.compute.peak_tflops_bf16, 0.2 * 0.5);
+  EXPECT_DOUBLE_EQ(s.compute.peak_tflops_fp32, 0.1);
+  EXPECT_DOUBLE_EQ(s.compute.peak_tflops_bf16, 0.2);
+  EXPECT_EQ(s.cores_per_node, 2);
+  EXPECT_TRUE(s.oversubscribed(4));
+  EXPECT_EQ(nlohmann::json(s).get<SystemSpec>().cores_per_node, 2);  // round-trips
   EXPECT_EQ(s.devices_per_node, 4);
   EXPECT_DOUBLE_EQ(s.memory.hbm_bytes, 4.0 * (1 << 30));
   EXPECT_DOUBLE_EQ(s.compute.matmul_efficiency_fp32(384), 0.8);

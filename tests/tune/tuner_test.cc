@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "../data/temp_dir.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/predict.h"
+#include "meshtrain/tune/model_check.h"
 #include "meshtrain/tune/refit.h"
 #include "meshtrain/tune/results_file.h"
 #include "meshtrain/tune/tuner.h"
@@ -138,15 +140,19 @@ TEST(Tuner, ModelRefusesASpaceWithoutPredictions) {
   EXPECT_THROW(run_tune(tiny_space(), src, o), Error);
 }
 
-TEST(Tuner, ATrialCloseToAnotherBestIsMeasuredAgain) {
-  const TuneSpace s = tiny_space();
+// Four grid trials of the tiny space with a 3% repeat band.
+TuneOutcome four_grid_trials(std::function<double(const ParallelConfig&)> value) {
   FakeSource src;
-  src.value = [](const ParallelConfig& p) { return p.zero_stage == 1 ? 1010.0 : 1000.0; };
+  src.value = std::move(value);
   TuneOptions o;
   o.strategy = "grid";
   o.budget_trials = 4;
   o.repeat_band = 0.03;
-  const TuneOutcome r = run_tune(s, src, o);
+  return run_tune(tiny_space(), src, o);
+}
+
+TEST(Tuner, ATrialCloseToAnotherBestIsMeasuredAgain) {
+  const TuneOutcome r = four_grid_trials([](const ParallelConfig& p) { return p.zero_stage == 1 ? 1010.0 : 1000.0; });
   // 1st: first measurement, nothing to compare; 2nd within 1% of the 1st:
   // repeated as the 3rd; the 4th is new and within 3% again.
   ASSERT_EQ(r.trials.size(), 4u);
@@ -154,6 +160,21 @@ TEST(Tuner, ATrialCloseToAnotherBestIsMeasuredAgain) {
   EXPECT_EQ(r.trials[2].key, r.trials[1].key);
   EXPECT_EQ(r.trials[2].strategy, "grid (repeat)");
   EXPECT_EQ(r.best_measurements, 2);
+}
+
+// A first trial far above the best so far (a new best by 50%) is measured
+// again before it is believed; one far below is not.
+TEST(Tuner, ANewBestIsMeasuredAgain) {
+  const TuneOutcome r = four_grid_trials(
+      [](const ParallelConfig& p) { return p.zero_stage == 1 ? 1500.0 : p.micro_batch_size == 2 ? 500.0 : 1000.0; });
+  ASSERT_EQ(r.trials.size(), 4u);
+  std::vector<double> v;
+  for (const Trial& t : r.trials) v.push_back(t.tokens_per_s);
+  // Grid order: mbs 1 zero 0 (1000), mbs 1 zero 1 (1500: a new best,
+  // repeated), mbs 2 zero 0 (500: far below, not repeated).
+  EXPECT_EQ(v, (std::vector<double>{1000, 1500, 1500, 500}));
+  EXPECT_EQ(r.trials[2].strategy, "grid (repeat)");
+  EXPECT_EQ(r.trials[3].strategy, "grid");
 }
 
 TEST(Tuner, ResumeRunsNoFinishedTrialAgainAndLosesNone) {
@@ -219,7 +240,11 @@ TEST(Tuner, ReplayAnswersWithRecordedFiguresAndTheirMedianIsTheTruth) {
 TEST(Tuner, CalibrationRecoversScaledEfficiencies) {
   const ModelConfig m = load_model_config("tiny");
   const perf::SystemSpec base = perf::load_system_spec("local");
-  const perf::SystemSpec truth = scale_efficiencies(base, 0.5, 2.0);
+  Factors scales = kUnitFactors;
+  scales[int(Factor::matmul)] = 0.5;
+  scales[int(Factor::comm_bandwidth)] = 0.3;
+  scales[int(Factor::comm_latency)] = 4.0;
+  const perf::SystemSpec truth = scale_system(base, scales);
   const TuneSpace s = tiny_space(&base);
   std::vector<Trial> trials;
   for (const TunePoint& p : s.points) {
@@ -232,8 +257,39 @@ TEST(Tuner, CalibrationRecoversScaledEfficiencies) {
   }
   const Refit r = refit_system(m, base, 4, trials);
   EXPECT_GT(r.rms_log_error_before, 0.1);
-  EXPECT_LT(r.rms_log_error_after, 0.2 * r.rms_log_error_before);
-  EXPECT_NEAR(std::log(r.compute_scale), std::log(0.5), 0.1);
+  EXPECT_LT(r.rms_log_error_after, 0.1 * r.rms_log_error_before);
+  EXPECT_NEAR(std::log(r.factors[int(Factor::matmul)]), std::log(0.5), 0.15);
+  // Efficiencies never leave (0, 1]: the written file loads.
+  for (double f : {0.01, 50.0}) {
+    Factors big = kUnitFactors;
+    big[int(Factor::comm_bandwidth)] = big[int(Factor::matmul)] = f;
+    EXPECT_NO_THROW(scale_system(base, big).validate());
+  }
+}
+
+// Cross-validation scores each layout with a refit that never saw it: on
+// throughputs the scaled model produces exactly, the out-of-fold predictions
+// keep the order (Spearman 1) and are close; a fold count outside 2 .. the
+// layouts is refused.
+TEST(Tuner, CrossValidationPredictsHeldOutLayouts) {
+  const ModelConfig m = load_model_config("tiny");
+  const perf::SystemSpec base = perf::load_system_spec("local");
+  Factors scales = kUnitFactors;
+  scales[int(Factor::matmul)] = 0.4;
+  const perf::SystemSpec truth = scale_system(base, scales);
+  const TuneSpace s = tiny_space(&base);
+  std::vector<Measured> layouts;
+  for (const TunePoint& p : s.points) layouts.push_back({p.config, p.key, perf::predict(m, p.config, truth, 4).tokens_per_s});
+  const ModelCheck plain = check_model(m, base, 4, layouts);
+  EXPECT_GT(plain.rms_log_error, 0.05);
+  const ModelCheck cv = cross_validate(m, base, 4, layouts, 2);
+  ASSERT_EQ(cv.rows.size(), layouts.size());
+  ASSERT_EQ(cv.fold_factors.size(), 2u);
+  for (const auto& r : cv.rows) EXPECT_TRUE(r.fold == 0 || r.fold == 1);
+  EXPECT_LT(cv.rms_log_error, 0.05);
+  EXPECT_GT(cv.spearman, 0.95);
+  EXPECT_THROW(cross_validate(m, base, 4, layouts, 1), Error);
+  EXPECT_THROW(cross_validate(m, base, 4, layouts, int(layouts.size()) + 1), Error);
 }
 
 }  // namespace

@@ -26,7 +26,9 @@ Curve efficiency_curve(const nlohmann::json& points) {
 void calibrate_compute(SystemSpec& s, const nlohmann::json& gemm, const HostInfo& host) {
   check(gemm.value("bench", "") == "gemm" && gemm.contains("peak") && gemm.contains("system_hint"),
         "not the output of meshtrain bench gemm --out");
-  const double cores_per_rank = double(host.cores) / host.ranks_per_node;
+  // A rank runs on at least one core: where ranks outnumber cores they time-share
+  // (cores_per_node, time_sharing.h) rather than each computing at a fraction of one.
+  const double cores_per_rank = std::max(1.0, double(host.cores) / host.ranks_per_node);
   for (const char* dt : {"fp32", "bf16"}) {
     if (!gemm["peak"].contains(dt)) continue;
     const double per_thread = gemm["peak"][dt].value("tflops_per_thread", 0.0);
@@ -89,11 +91,14 @@ void calibrate_link(SystemSpec& s, const nlohmann::json& comm, const HostInfo& h
     std::sort(pts.begin(), pts.end());
     measured.emplace_back(o, std::move(pts));
   }
-  // Latency per step: 0.9 of the smallest message's time per step, over
-  // every operation, so that t - steps x latency stays positive; bandwidth:
-  // the best latency-corrected bus bandwidth, so every efficiency is <= 1.
+  // Latency per step: 0.9 of the least time per step of any measured size
+  // and operation (on a time-shared node a larger message can be timed
+  // faster than the smallest), so that t - steps x latency stays positive;
+  // bandwidth: the best latency-corrected bus bandwidth, so every
+  // efficiency is <= 1.
   double latency = 1e300;
-  for (const auto& [o, pts] : measured) latency = std::min(latency, 0.9 * pts.front().second / o.steps);
+  for (const auto& [o, pts] : measured)
+    for (const auto& [b, t] : pts) latency = std::min(latency, 0.9 * t / o.steps);
   double bw = 0;
   for (const auto& [o, pts] : measured)
     for (const auto& [b, t] : pts) bw = std::max(bw, b * o.factor / (t - o.steps * latency));
@@ -114,7 +119,7 @@ void calibrate_link(SystemSpec& s, const nlohmann::json& comm, const HostInfo& h
   }
   s.links = {l};
   s.sources["links"] = fmt::format(
-      "meshtrain bench comm --group world on {} ranks: latency per step from the smallest messages, bandwidth the "
+      "meshtrain bench comm --group world on {} ranks: latency per step from the fastest time per step, bandwidth the "
       "best latency-corrected bus bandwidth, per-operation efficiency curves reproducing every measured time: {}",
       n, ops);
 }
@@ -125,6 +130,9 @@ SystemSpec calibrate_system(SystemSpec s, const nlohmann::json& gemm, const nloh
                             const HostInfo& host) {
   check(host.ranks_per_node >= 1 && host.cores >= 1, "calibration: ranks per node and cores must be positive");
   s.devices_per_node = host.ranks_per_node;
+  s.cores_per_node = host.ranks_per_node > host.cores ? host.cores : 0;
+  if (s.cores_per_node > 0)
+    s.sources["cores_per_node"] = fmt::format("{} ranks time-share the node's {} cores", host.ranks_per_node, host.cores);
   if (host.memory_bytes > 0) {
     s.memory.hbm_bytes = host.memory_bytes / host.ranks_per_node;
     s.sources["hbm"] = fmt::format("/proc/meminfo MemTotal {:.1f} GiB / {} ranks", host.memory_bytes / (1 << 30),

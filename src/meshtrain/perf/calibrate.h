@@ -5,14 +5,17 @@
 //
 // From bench gemm (run with all of the node's cores):
 //   peak_tflops_<dtype>        its square-matmul peak per OpenMP thread x the
-//                              cores of one rank (cores / ranks_per_node)
+//                              cores of one rank (cores / ranks_per_node, at
+//                              least 1: with more ranks than cores the file
+//                              says cores_per_node and the ranks time-share
+//                              them, time_sharing.h)
 //   matmul_efficiency_<dtype>  its curve of achieved / peak over the smallest
 //                              matmul dimension (median over shapes)
 // From bench comm (the world group of one node, every rank on this node):
 //   the node's one link class, spanning ranks_per_node ranks, in
 //   collective.h's terms (time = steps x latency + bytes x factor /
-//   (bandwidth x efficiency(bytes))): latency per step 0.9 x the smallest
-//   message's time / its steps (the least over operations), bandwidth the
+//   (bandwidth x efficiency(bytes))): latency per step 0.9 x the least
+//   time / steps of any measured size and operation, bandwidth the
 //   best latency-corrected bus bandwidth of any operation, and per operation
 //   (all-reduce as the link's `efficiency`, all-gather, reduce-scatter and
 //   sendrecv as `op_efficiency`) a curve over message bytes that reproduces

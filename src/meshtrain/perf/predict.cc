@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/model/flops.h"
+#include "meshtrain/perf/time_sharing.h"
 
 namespace meshtrain::perf {
 
@@ -127,6 +128,12 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
     r.bubble_fraction = pipe_end > 0 ? t.bubble_s / pipe_end : 0;
   }
   r.step_time_s = step_end;
+  // Ranks outnumbering their node's cores: the cores, not the pipeline, may bound the step.
+  if (const TimeShared ts = time_shared_step(sc, p, s, num_gpus); ts.step_s > step_end) {
+    r.step_time_s = ts.step_s;
+    r.time = TimeBreakdown{ts.compute_s, ts.tp_s, ts.pp_s, ts.dp_s, 0.0, ts.optimizer_s};
+    r.bubble_fraction = 0;
+  }
   for (int st = 0; st < p.pp; ++st) {
     r.comm_bytes.tp = std::max(r.comm_bytes.tp, sc.tp_bytes[st]);
     r.comm_bytes.pp = std::max(r.comm_bytes.pp, sc.pp_bytes[st]);

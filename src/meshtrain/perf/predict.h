@@ -2,8 +2,10 @@
 // from the memory model, per-action durations from the time model, the
 // step from simulating the config's Schedule with those durations, then the
 // step-end work (gradient reduction, optimizer, parameter gather) per stage.
-// The step ends when the slowest stage ends; its time is split into the
-// categories of `time_s`, which add up to `step_time_s`.
+// The step ends when the slowest stage ends, or, where a node's ranks
+// outnumber its cores, when the cores have done every rank's work
+// (time_sharing.h) if that is later; its time is split into the categories
+// of `time_s`, which add up to `step_time_s`.
 //
 // Serializes to the `meshtrain predict --json` contract (docs/ARCHITECTURE.md).
 #pragma once

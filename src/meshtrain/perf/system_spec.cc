@@ -56,6 +56,7 @@ bool rate(double v) { return std::isfinite(v) && v >= kMinFigure; }
 void SystemSpec::validate() const {
   check(!name.empty(), "system: name is missing");
   check(devices_per_node >= 1, "system {}: devices_per_node must be positive", name);
+  check(cores_per_node >= 0, "system {}: cores_per_node must not be negative (0: a core or more per device)", name);
   check(compute.peak_tflops_bf16 > 0 && compute.peak_tflops_fp32 > 0, "system {}: peak TFLOP/s must be positive",
         name);
   check(memory.hbm_bytes > 0 && memory.bandwidth_gbs > 0, "system {}: memory bytes and bandwidth must be positive",
@@ -147,6 +148,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "name", s.name);
   get(j, "description", s.description);
   get(j, "devices_per_node", s.devices_per_node);
+  get(j, "cores_per_node", s.cores_per_node);
   get(j, "cv_abs_error", s.prediction_error);
   get(j, "efficiency_group", s.efficiency_group);
   if (j.contains("compute")) {
@@ -271,6 +273,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
     if (e.prediction_error > 0) v["cv_abs_error"] = e.prediction_error;
     j["profile_efficiency"][profile] = v;
   }
+  if (s.cores_per_node > 0) j["cores_per_node"] = s.cores_per_node;
 }
 
 SystemSpec load_system_spec(const std::string& name_or_path) {

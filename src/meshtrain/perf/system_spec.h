@@ -87,6 +87,12 @@ struct SystemSpec {
   std::string name;
   std::string description;
   int devices_per_node = 1;
+  // CPU cores the ranks of one node share (JSON "cores_per_node"); 0: every
+  // device computes on its own (GPUs, or CPU ranks with a core each). With
+  // more ranks than cores the ranks time-share the cores: see
+  // time_sharing.h. Compute and memory figures are then those of one rank
+  // running alone on one core.
+  int cores_per_node = 0;
   ComputeSpec compute;
   MemorySpec memory;
   std::vector<LinkClass> links;  // increasing span; the last spans the node
@@ -114,6 +120,8 @@ struct SystemSpec {
   double peak_flops(bool bf16) const {
     return 1e12 * (bf16 ? compute.peak_tflops_bf16 : compute.peak_tflops_fp32);
   }
+  // Whether `ranks_per_node` ranks on one node outnumber its cores.
+  bool oversubscribed(int ranks_per_node) const { return cores_per_node > 0 && ranks_per_node > cores_per_node; }
   const Curve& matmul_efficiency(bool bf16) const {
     return bf16 ? compute.matmul_efficiency_bf16 : compute.matmul_efficiency_fp32;
   }

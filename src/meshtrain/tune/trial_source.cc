@@ -151,6 +151,12 @@ Trial ReplayTrials::run(const TunePoint& p) {
   return t;
 }
 
+std::vector<Trial> ReplayTrials::all() const {
+  std::vector<Trial> out;
+  for (const auto& [key, v] : recorded_) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
 double ReplayTrials::truth(const std::string& key) const {
   const auto it = recorded_.find(key);
   if (it == recorded_.end()) return 0;

@@ -75,6 +75,8 @@ class ReplayTrials : public TrialSource {
   // The median recorded tokens/s of a layout; 0 when it never ran ok.
   double truth(const std::string& key) const;
   bool has(const std::string& key) const { return recorded_.count(key) > 0; }
+  // Every recorded trial, by layout key.
+  std::vector<Trial> all() const;
   // The spread of a layout's figures: (max - min) / median.
   double spread(const std::string& key) const;
 

@@ -40,7 +40,7 @@ int repeat_of(const Observations& obs, int i, double band) {
   const int other = best_point(obs, i);
   if (other < 0) return -1;
   const double ratio = obs.tokens_per_s[i][0] / median_of(obs.tokens_per_s[other]);
-  return std::fabs(ratio - 1) <= band ? i : -1;
+  return ratio >= 1 - band ? i : -1;
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 // count against the budget and are handed to the strategy as observations;
 // none is run again.
 //
-// Noise: a layout's figure is the median of its measurements. When a trial
-// lands within `repeat_band` of the best figure of another layout (either
-// side) and it is the layout's first measurement, the next trial measures it
-// again, so that the choice between two close layouts does not rest on one
-// noisy run. A repeat counts against the budget.
+// Noise: a layout's figure is the median of its measurements. When a
+// layout's first trial lands above the best figure of another layout, or
+// within `repeat_band` below it, the next trial measures it again: a new
+// best is confirmed before it is believed (the highest of many noisy single
+// runs is biased upward, the winner's curse), and the choice between two
+// close layouts does not rest on one noisy run. A repeat counts against the
+// budget.
 #pragma once
 
 #include <cstdint>
