@@ -203,8 +203,8 @@ int64_t LoadPlan::run() {
     const nlohmann::json& f = meta_["files"].at(file);
     const std::vector<uint32_t> crcs = f.at("block_crc32");
     bytes += read_ranges((fs::path(path_) / file).string(), f.at("bytes"), f.at("block_bytes"), crcs, ranges,
-                         [&](size_t i, int64_t offset, const char* data, int64_t n) {
-                           const Copy& c = copies[i];
+                         [&, &plan = copies](size_t i, int64_t offset, const char* data, int64_t n) {
+                           const Copy& c = plan[i];
                            const int esz = st_dtype_bytes(c.src);
                            convert(data, c.src, c.dst + offset / esz * c.dst_bytes, c.dst_bytes, n / esz);
                          });

@@ -250,7 +250,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
     fit.system = system;
     const size_t p0 = best_point(g, idx);
     fit.best = g.grid[p0];
-    auto in_group = [&](const RunRow& r) { return group_of.at(r.system) == group; };
+    auto in_group = [&, &group = group](const RunRow& r) { return group_of.at(r.system) == group; };
     fit.cv_abs_error = abs_error_p80(sel.folds, in_group, g, 1);
     std::vector<double> errs;
     std::map<std::string, size_t> points;
@@ -267,7 +267,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
       pf.point = g.grid[p];
       pf.rows = int(sp.profile.at(group + "/" + prof).size());
       pf.cv_abs_error = abs_error_p80(
-          sel.folds, [&](const RunRow& r) { return in_group(r) && r.profile == prof; }, g, 3);
+          sel.folds, [&, &prof = prof](const RunRow& r) { return in_group(r) && r.profile == prof; }, g, 3);
       fit.profiles[prof] = pf;
     }
     out.systems.push_back(std::move(fit));
