@@ -35,6 +35,19 @@ TEST(MemoryCheck, RankPeakIsTheMemoryModelOfItsStage) {
   EXPECT_EQ(b.workspace, 0);
 }
 
+// --async-save keeps a host copy of the rank's weights and optimizer state
+// between saves; without --save there is nothing to snapshot.
+TEST(MemoryCheck, AsyncSaveCountsTheSnapshot) {
+  TrainOptions o = options(1, 0);
+  const perf::MemoryBytes plain = rank_peak_memory(o, 0);
+  o.async_save = true;
+  EXPECT_EQ(rank_peak_memory(o, 0).workspace, 0);
+  o.save_dir = "ckpt";
+  const perf::MemoryBytes with = rank_peak_memory(o, 0);
+  EXPECT_DOUBLE_EQ(with.workspace, plain.parameters + plain.optimizer);
+  EXPECT_DOUBLE_EQ(with.total(), plain.total() + plain.parameters + plain.optimizer);
+}
+
 TEST(MemoryCheck, VerdictNamesNeedLimitLargestItemAndAHint) {
   const TrainOptions o = options(2, 0);
   const perf::MemoryBytes rank{6 * GiB, 6 * GiB, 12 * GiB, 1 * GiB, 0, 0};

@@ -43,7 +43,12 @@ std::string hint(int largest, const TrainOptions& o) {
 perf::MemoryBytes rank_peak_memory(const TrainOptions& o, int rank) {
   const perf::SystemSpec bare;  // no reserved bytes, no fragmentation: the engine's own allocations
   perf::PerfCache cache;
-  return perf::stage_memory(o.model, o.parallel, bare, coord_of(o.parallel, rank).pp, cache);
+  perf::MemoryBytes b = perf::stage_memory(o.model, o.parallel, bare, coord_of(o.parallel, rank).pp, cache);
+  // --async-save keeps a host copy of the rank's checkpoint shard between
+  // saves: its weights and optimizer state (an upper bound: a ZeRO rank
+  // writes only the part it owns), counted with the workspace.
+  if (o.async_save && !o.save_dir.empty()) b.workspace += b.parameters + b.optimizer;
+  return b;
 }
 
 std::string node_memory_verdict(const perf::MemoryBytes& node_need, const perf::MemoryBytes& worst_rank,
