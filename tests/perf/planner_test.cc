@@ -2,6 +2,8 @@
 // one; validation against published runs meets its accuracy bound.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,14 +101,33 @@ TEST(Validate, MalformedRowsAreReportedAndSkipped) {
 // figures of docs/PERFORMANCE-MODEL.md are the honest accuracy).
 TEST(Validate, PublishedRunsAreReadAndFittedInSample) {
   const Validation v = validate_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv"));
-  EXPECT_TRUE(v.skipped.empty());
-  EXPECT_EQ(v.all.rows, 40);
-  EXPECT_LE(v.all.median_abs_error, 0.10);
-  EXPECT_LE(v.all.max_abs_error, 0.25);
-  for (const auto& [system, e] : v.by_system) EXPECT_LE(e.median_abs_error, 0.12) << system;
-  // Known miss: torchtitan's op-level selective checkpointing is modeled as
-  // Megatron's selective recompute, which stashes more than it does.
-  EXPECT_EQ(v.not_fitting, std::vector<std::string>{"tt-a100-l2-70b-selop"});
+  // Skipped are only rows whose system has no file yet; no row is malformed.
+  for (const std::string& s : v.skipped) EXPECT_NE(s.find("' not found"), std::string::npos) << s;
+  EXPECT_EQ(v.all.rows, 88);
+  // The system files' efficiency data were fitted to the rows of these
+  // sources; the in-sample bound holds on them.
+  const std::set<std::string> fitted = {"dash2024",          "korthikanti2022", "megatron-core-readme-2024",
+                                        "narayanan2021",     "smith2022-mtnlg", "torchtitan-a100-2024",
+                                        "zhang2022-opt"};
+  std::vector<double> all;
+  std::map<std::string, std::vector<double>> by_system;
+  for (const RowResult& r : v.rows)
+    if (r.compared && fitted.count(r.source)) {
+      all.push_back(r.error);
+      by_system[r.system].push_back(r.error);
+    }
+  const ErrorSummary in_sample = summarize(all);
+  EXPECT_EQ(in_sample.rows, 40);
+  EXPECT_LE(in_sample.median_abs_error, 0.10);
+  EXPECT_LE(in_sample.max_abs_error, 0.25);
+  for (const auto& [system, e] : by_system) EXPECT_LE(summarize(e).median_abs_error, 0.12) << system;
+  // Known misses: torchtitan's op-level selective checkpointing is modeled as
+  // Megatron's selective recompute, which stashes more than it does; a 30B
+  // FSDP run on 8 H100 (llm-foundry) and Llama 3 8B with HSDP + TP 8 on 5,120
+  // GCDs (HSDP modeled as ZeRO-3 over all data-parallel ranks) are published
+  // runs the memory model rejects.
+  EXPECT_EQ(v.not_fitting, (std::vector<std::string>{"tt-a100-l2-70b-selop", "mpt-h100-30b-s2048-g8",
+                                                     "orhan-frontier-l31-8b-5120"}));
   // Rows whose knobs are all published are not re-planned; a framework
   // profile keeps blanks to what its framework offered.
   for (const auto& r : v.rows) {
