@@ -119,16 +119,16 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 13.0%, max 26.4%): held as a regression guard, not a target.
+// (median 17.7%, max 56.7%): held as a regression guard, not a target.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
   // Rows of systems that have no file yet are listed, not predicted.
   for (const std::string& s : cv.held_out.skipped) EXPECT_NE(s.find("' not found"), std::string::npos) << s;
-  EXPECT_EQ(cv.held_out.all.rows, 88);
-  EXPECT_EQ(cv.sources.size(), 11u);
-  EXPECT_LE(cv.held_out.all.median_abs_error, 0.14);
-  EXPECT_LE(cv.held_out.all.max_abs_error, 0.50);
+  EXPECT_EQ(cv.held_out.all.rows, 128);
+  EXPECT_EQ(cv.sources.size(), 19u);
+  EXPECT_LE(cv.held_out.all.median_abs_error, 0.18);
+  EXPECT_LE(cv.held_out.all.max_abs_error, 0.60);
 }
 
 }  // namespace

@@ -27,15 +27,18 @@ GridResults evaluate_grid(const RunRows& runs) {
   GridResults g;
   g.grid = efficiency_grid();
   std::map<std::string, perf::SystemSpec> systems;
+  perf::PerfCache cache;
   for (const RunRow& r : runs.rows) {
     try {
       if (!systems.count(r.system)) systems.emplace(r.system, perf::load_system_spec(r.system));
+      // A row the model cannot describe (e.g. a layout it refuses) is
+      // listed once here, as `validate` lists it, rather than ending the fit.
+      (void)predict_run(r, systems.at(r.system), cache, nullptr);
       g.rows.push_back(&r);
     } catch (const Error& e) {
       g.skipped.push_back(fmt::format("{} line {}: {}", r.id, r.line, e.what()));
     }
   }
-  perf::PerfCache cache;
   g.at.resize(g.grid.size());
   for (size_t p = 0; p < g.grid.size(); ++p) {
     std::map<std::string, perf::SystemSpec> at_point = systems;
