@@ -8,18 +8,13 @@
 #include "meshtrain/model/layout.h"
 #include "meshtrain/perf/memory_model.h"
 
+#include "gpt_shape.h"
+
 namespace meshtrain::perf {
 namespace {
 
 ModelConfig gpt(int layers, int hidden, int heads, int seq, int vocab) {
-  ModelConfig m;
-  m.name = "test";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.seq_length = seq;
-  m.vocab_size = vocab;
-  return m;
+  return testing::gpt_shape(layers, hidden, heads, seq, vocab);
 }
 
 SystemSpec big_device() {

@@ -17,6 +17,8 @@
 #include "meshtrain/tune/planner.h"
 #include "meshtrain/tune/validate.h"
 
+#include "gpt_shape.h"
+
 namespace meshtrain {
 namespace {
 
@@ -107,14 +109,7 @@ TEST(StageLayers, LayoutPlacesTheBlocksOfEveryStage) {
 perf::SystemSpec big_device() { return perf::load_system_spec("dgx-a100-80gb"); }
 
 ModelConfig gpt(int layers, int hidden, int heads, int seq, int vocab) {
-  ModelConfig m;
-  m.name = "test";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.seq_length = seq;
-  m.vocab_size = vocab;
-  return m;
+  return testing::gpt_shape(layers, hidden, heads, seq, vocab);
 }
 
 TEST(StageLayers, TheMostLoadedStageDecidesMemory) {
