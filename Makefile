@@ -37,7 +37,7 @@ bench: build
 # instrument GPU kernels, so this build leaves the CUDA backend out.)
 sanitize: deps
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_SANITIZE=ON -DMESHTRAIN_CUDA=OFF >/dev/null
-	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=0 cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j 1 -L 'unit|fuzz'
 
