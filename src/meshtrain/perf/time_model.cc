@@ -78,15 +78,48 @@ struct Pricer {
                           m.seq_length * e;
     return 2 * (attention_forward() - memory(4 * scores)) + memory(8 * scores);
   }
-  double block_memory_forward() const {
-    // 2 LayerNorms (read + write), 2 dropout+residual adds (2 reads, 1 write)
-    // on the sequence-parallel region; bias+activation on the FFN width.
-    const double ffn_passes = m.gated_mlp ? 3 : 2;
-    // Rotary positions: q and k read and written once more.
-    const double rope = m.rotary ? memory(2 * n * (h + 2.0 * m.kv_heads() * m.head_dim()) / t * e) : 0;
-    return memory(4 * ns * h * e) + memory(6 * ns * h * e) + memory(ffn_passes * n * f / t * e) + rope;
+  // Bytes the norm, activation and rotary kernels move per micro-batch on
+  // this rank, as the kernels read and write them (kernels/*.h).
+  //   norm forward: input read, output written; per row the fp32 statistics
+  //     (LayerNorm mean and rstd, RMSNorm rstd only) written; the parameter
+  //     vectors (LayerNorm weight and bias, RMSNorm weight) read.
+  //   norm backward: input and output gradient read (and the input gradient
+  //     it accumulates into, in a block), the input gradient written; statistics and parameters
+  //     read; per 32 rows one fp32 partial row of each parameter gradient
+  //     written and read back (LayerNorm two, RMSNorm one).
+  //   GELU: fc output read, activation written; backward: fc output and
+  //     activation gradient read, fc gradient written.
+  //   SwiGLU: gate and up read (2f), activation written (f); backward: gate,
+  //     up and activation gradient read, gate and up gradients written.
+  //   rope: the queries and keys (not the values) read and written, forward
+  //     and again backward on their gradients, and the [S, hd] fp32 table read.
+  double norm_forward_bytes() const {
+    const double k = m.rmsnorm ? 1 : 2;
+    return 2 * ns * h * e + k * (4 * ns + h * e);
   }
-  double block_memory_backward() const { return 2 * block_memory_forward(); }
+  double norm_backward_bytes(bool accumulate) const {
+    const double k = m.rmsnorm ? 1 : 2;
+    return (accumulate ? 4 : 3) * ns * h * e + k * (4 * ns + h * e + 2 * (ns / 32) * h * 4);
+  }
+  double activation_bytes(bool backward) const {
+    const double passes = m.gated_mlp ? (backward ? 5 : 3) : (backward ? 3 : 2);
+    return passes * n * f / t * e;
+  }
+  double rope_bytes() const {
+    if (!m.rotary) return 0;
+    const double qk = h + double(m.kv_heads()) * m.head_dim();
+    return 2 * n * qk / t * e + double(m.seq_length) * m.head_dim() * 4;
+  }
+  // 2 norms, 2 dropout+residual adds (2 reads, 1 write; backward twice that)
+  // on the sequence-parallel region, the activation on the FFN width, rope.
+  double block_memory_forward() const {
+    const double rope = m.rotary ? memory(rope_bytes()) : 0;
+    return memory(2 * norm_forward_bytes()) + memory(6 * ns * h * e) + memory(activation_bytes(false)) + rope;
+  }
+  double block_memory_backward() const {
+    const double rope = m.rotary ? memory(rope_bytes()) : 0;
+    return memory(2 * norm_backward_bytes(true)) + memory(12 * ns * h * e) + memory(activation_bytes(true)) + rope;
+  }
   // Op-level selective checkpointing (PerfOptions::op_level_selective) runs
   // again the matmuls it did not keep (the 2nd, 4th, ... in execution order:
   // k, output projection, w3 gated; k, output projection, fc2 plain) and
@@ -173,8 +206,8 @@ struct Pricer {
     // max, exp-sum, normalize forward (4e + 16 bytes per logit), softmax
     // minus one-hot and convert back backward (2e + 8).
     const double loss_fwd = memory(n * v * (4 * e + 16)), loss_bwd = memory(n * v * (2 * e + 8));
-    b.cost.forward_compute_s = memory(2 * ns * h * e) + logits + loss_fwd +    // LN, GEMM, loss
-                               loss_bwd + 2 * logits + memory(4 * ns * h * e);  // backward
+    b.cost.forward_compute_s = memory(norm_forward_bytes()) + logits + loss_fwd +    // norm, GEMM, loss
+                               loss_bwd + 2 * logits + memory(norm_backward_bytes(false));  // backward
     if (t > 1) {
       double c = 3 * tp(Collective::all_reduce, n * 4);  // max, sum, target logit
       double bytes = 3 * tp_sent(Collective::all_reduce, n * 4);

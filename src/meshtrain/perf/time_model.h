@@ -5,9 +5,13 @@
 // with eff the system's matmul efficiency curve for the dtype: tensor
 // parallelism shrinks N or K by TP and so lowers the efficiency. A backward
 // GEMM pair (data and weight gradients) costs twice its forward. Memory-
-// bound kernels (LayerNorm, bias+GELU, dropout+residual, softmax, cross-
-// entropy in fp32, embedding lookup) cost bytes read and written / (HBM
-// bandwidth x elementwise efficiency). Attention: with flash attention, the
+// bound kernels (LayerNorm or RMSNorm, GELU or SwiGLU, rope, dropout+
+// residual, softmax, cross-entropy in fp32, embedding lookup) cost bytes read
+// and written / (HBM bandwidth x elementwise efficiency), each norm, activation
+// and rope pass by what its kernel reads and writes (time_model.cc): RMSNorm
+// keeps one statistic and one parameter gradient per row block where
+// LayerNorm keeps two, SwiGLU reads and writes the gate and up halves, rope
+// touches the queries and keys only. Attention: with flash attention, the
 // FLOPs a causal kernel executes (about half the s^2 product) at the
 // system's flash efficiency, backward 2.5 x forward, no s^2 memory traffic;
 // without it, the full score GEMMs at the matmul efficiency of head_dim plus

@@ -47,13 +47,14 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
   const Unit& lnf = L.final_norm();
   const Unit& out_w = L.output_weight();
   std::vector<std::pair<float, int>> cand(m.vocab_size);
+  // Built once: the rope cos/sin table is for the full context.
+  BlockDims bd = block_dims(m, act);
 
   for (int step = 0; step < o.new_tokens; ++step) {
     const int T = static_cast<int>(std::min<size_t>(prompt.size(), S));
     const int32_t* ctx = prompt.data() + prompt.size() - T;
     EmbeddingDims ed{1, T, h, V, 0, 1, false};
     embedding_forward(a.input, (float*)nullptr, ctx, W + word.offset, pos ? W + pos->offset : nullptr, ed, tp);
-    BlockDims bd = block_dims(m, act);
     bd.S = T;
     for (const Unit& u : L.units()) {
       if (u.kind != UnitKind::block) continue;
