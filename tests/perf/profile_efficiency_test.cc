@@ -120,6 +120,32 @@ TEST(ProfileEfficiency, WithOneSourcePerProfileTheFoldFallsBackToThePooledFit) {
   EXPECT_TRUE(std::isinf(cv.shrinkage));
 }
 
+// Two framework families on one system: the Megatron family's sources
+// report 30% more than the FSDP family's for the same layouts. Held out, a
+// Megatron release that no other source ran (megatron-lm-2021) takes its
+// family's point, fitted on the other Megatron release's rows, not the
+// system's pooled point: far closer than one pooled fit.
+TEST(ProfileEfficiency, AProfileWithoutRowsTakesItsFamilysPoint) {
+  std::string text = kHeader;
+  for (int tp : {1, 2}) {
+    text += row(fmt::format("a-{}", tp), "a", "megatron-lm-2021", tp, 16 / tp, 78);
+    text += row(fmt::format("b-{}", tp), "b", "megatron-deepspeed-2023", tp, 16 / tp, 78);
+    text += row(fmt::format("c-{}", tp), "c", "fsdp-2022", tp, 16 / tp, 60);
+    text += row(fmt::format("d-{}", tp), "d", "torchtitan-2024", tp, 16 / tp, 60);
+  }
+  ASSERT_EQ(perf::framework_profile("megatron-lm-2021").family, perf::framework_profile("megatron-deepspeed-2023").family);
+  ASSERT_NE(perf::framework_profile("megatron-lm-2021").family, perf::framework_profile("fsdp-2022").family);
+  std::istringstream in(text);
+  const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));
+  ASSERT_FALSE(std::isinf(cv.shrinkage));
+  const tune::ShrinkageScore& pooled = cv.by_shrinkage.back();
+  EXPECT_GT(pooled.errors.median_abs_error, 0.08);
+  for (const tune::SourceFold& f : cv.sources) {
+    EXPECT_FALSE(f.by_profile.empty()) << f.source;
+    EXPECT_LT(f.errors.max_abs_error, 0.05) << f.source;
+  }
+}
+
 TEST(Validate, SweepsOfEightOrMoreLayoutsAreRanked) {
   std::string text = kHeader;
   // 8 layouts of one model on one system from one source, reported in the

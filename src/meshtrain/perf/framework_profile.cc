@@ -13,9 +13,10 @@ struct Features {
   bool interleaving, sequence_parallel, selective_recompute, partial_recompute, flash_attention;
 };
 
-FrameworkProfile make(std::string name, Features f, std::vector<int> zero_stages, PerfOptions o, std::string basis) {
+FrameworkProfile make(std::string name, std::string family, Features f, std::vector<int> zero_stages, PerfOptions o, std::string basis) {
   FrameworkProfile p;
   p.name = std::move(name);
+  p.family = std::move(family);
   p.interleaving = f.interleaving;
   p.sequence_parallel = f.sequence_parallel;
   p.selective_recompute = f.selective_recompute;
@@ -47,34 +48,39 @@ std::vector<FrameworkProfile> build() {
   const PerfOptions none;
   PerfOptions torchtitan = overlapping(true, false, false, false, fsdp2_fp32);
   torchtitan.op_level_selective = true;
+  // Families: Megatron-LM, Megatron-DeepSpeed (a fork of Megatron-LM that
+  // keeps its tensor-parallel layers and fused softmax/bias-GELU kernels) and
+  // Megatron-Core (Megatron-LM's library since 2023) are one code base;
+  // FairScale/PyTorch FSDP and torchtitan run PyTorch's eager or compiled
+  // kernels under FSDP; DeepSpeed ZeRO-3 wraps a user's PyTorch model.
   return {
-      make("megatron-lm-2021", {true, false, false, false, false}, {0}, none,
+      make("megatron-lm-2021", "megatron", {true, false, false, false, false}, {0}, none,
            "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism, selective "
            "recompute and the block recompute method arrive with Korthikanti et al. 2022 (Megatron-LM v3.0), the "
            "distributed optimizer (--use-distributed-optimizer) in late 2022; no fused attention kernel"),
-      make("megatron-lm-2022", {true, true, true, true, false}, {0}, none,
+      make("megatron-lm-2022", "megatron", {true, true, true, true, false}, {0}, none,
            "Megatron-LM v3.0 (Korthikanti et al. 2022): --sequence-parallel, --recompute-granularity selective; "
            "no distributed optimizer in the published runs, no flash attention (added 2023)"),
-      make("megatron-deepspeed-2021", {false, false, false, false, false}, {0, 1}, none,
+      make("megatron-deepspeed-2021", "megatron", {false, false, false, false, false}, {0, 1}, none,
            "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
            "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
            "Megatron's 2021 tensor parallelism without sequence parallelism"),
-      make("megatron-deepspeed-2023", {false, false, false, false, true}, {0, 1}, none,
+      make("megatron-deepspeed-2023", "megatron", {false, false, false, false, true}, {0, 1}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),
-      make("megatron-core-2024", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
+      make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
            "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed "
            "optimizer, TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather "
            "--tp-comm-overlap and overlapped pipeline sends as its README's H100 table lists"),
-      make("deepspeed-zero3", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, deepspeed),
+      make("deepspeed-zero3", "deepspeed", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, deepspeed),
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
            "reduction; activation checkpointing full or none"),
-      make("fsdp-2022", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
+      make("fsdp-2022", "pytorch-fsdp", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
            "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
            "reduce-scattered in fp16 overlapping the backward"),
-      make("torchtitan-2024", {false, true, true, true, true}, {3}, torchtitan,
+      make("torchtitan-2024", "pytorch-fsdp", {false, true, true, true, true}, {3}, torchtitan,
            "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
            "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
            "(flash) attention, full or selective activation checkpointing; its selective 'op' mode is op-level "

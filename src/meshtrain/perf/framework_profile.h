@@ -11,6 +11,10 @@
 //   flash_attention      a fused attention kernel
 //   zero_stages          the ZeRO stages it runs (0: plain data parallel)
 //   options              overlaps and the ZeRO runtime (perf_options.h)
+//   family               the code base the release belongs to: releases of
+//                        one family share their kernels and layer code, so
+//                        efficiency data fitted on one of them is the
+//                        first fallback for another (validate_cv.h)
 #pragma once
 
 #include <string>
@@ -22,6 +26,7 @@ namespace meshtrain::perf {
 
 struct FrameworkProfile {
   std::string name;
+  std::string family;
   bool interleaving = true;
   bool sequence_parallel = true;
   bool selective_recompute = true;

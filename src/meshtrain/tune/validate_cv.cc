@@ -9,6 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/stats.h"
+#include "meshtrain/perf/framework_profile.h"
 
 namespace meshtrain::tune {
 
@@ -92,18 +93,22 @@ double objective_of(const std::vector<double>& errors) {
   return errors.empty() ? 0 : sq / double(errors.size()) + 0.5 * mx * mx;
 }
 
-// The grid point that minimizes the objective over rows `idx`; with
-// `pooled`, the objective shrunk toward the objective over `pooled` by k
-// row-equivalents (validate_cv.h).
-size_t best_point(const GridResults& g, const std::vector<size_t>& idx, const std::vector<size_t>* pooled = nullptr,
-                  double k = 0) {
+// The grid point that minimizes a nested, shrunk objective over
+// `levels` (most specific first, the last unshrunk): going from the last
+// level to the first, obj = (n obj_level + k obj) / (n + k), n the level's
+// compared rows. A point where some row of the first level does not fit
+// loses to any point where all fit.
+size_t best_point_shrunk(const GridResults& g, const std::vector<const std::vector<size_t>*>& levels, double k) {
   size_t best = 0;
   double best_obj = std::numeric_limits<double>::infinity();
   bool best_fits = false;
   for (size_t p = 0; p < g.grid.size(); ++p) {
-    const Score s = score(g, p, idx);
+    Score s = score(g, p, *levels.back());
     double obj = s.objective;
-    if (pooled && k > 0) obj = (s.compared * s.objective + k * score(g, p, *pooled).objective) / (s.compared + k);
+    for (size_t l = levels.size() - 1; l-- > 0;) {
+      s = score(g, p, *levels[l]);
+      if (s.compared + k > 0) obj = (s.compared * s.objective + k * obj) / (s.compared + k);
+    }
     if ((s.fits && !best_fits) || (s.fits == best_fits && obj < best_obj)) {
       best = p;
       best_obj = obj;
@@ -113,28 +118,48 @@ size_t best_point(const GridResults& g, const std::vector<size_t>& idx, const st
   return best;
 }
 
-// Rows of each efficiency group (systems of one device), and of each
-// (group, profile), among `idx`.
+// The grid point that minimizes the objective over rows `idx`; with
+// `pooled`, the objective shrunk toward the objective over `pooled` by k
+// row-equivalents (validate_cv.h).
+size_t best_point(const GridResults& g, const std::vector<size_t>& idx, const std::vector<size_t>* pooled = nullptr,
+                  double k = 0) {
+  std::vector<const std::vector<size_t>*> levels{&idx};
+  if (pooled && k > 0) levels.push_back(pooled);
+  return best_point_shrunk(g, levels, k);
+}
+
+// Rows of each efficiency group (systems of one device), of each (group,
+// framework family) and of each (group, profile), among `idx`.
 struct Split {
-  std::map<std::string, std::vector<size_t>> system, profile;  // by group; profile key: "group/profile"
+  // by group; family key "group/family", profile key "group/profile"
+  std::map<std::string, std::vector<size_t>> system, family, profile;
 };
 Split split(const GridResults& g, const std::vector<size_t>& idx) {
   Split s;
   for (size_t i : idx) {
     const RunRow& r = *g.rows[i];
     s.system[g.group[i]].push_back(i);
-    if (!r.profile.empty()) s.profile[g.group[i] + "/" + r.profile].push_back(i);
+    if (r.profile.empty()) continue;
+    s.profile[g.group[i] + "/" + r.profile].push_back(i);
+    s.family[g.group[i] + "/" + perf::framework_profile(r.profile).family].push_back(i);
   }
   return s;
 }
 
 // The point for rows of `profile` on a system fitted on `train`: the
-// profile's rows shrunk toward the system's (k = infinity: pooled).
+// profile's rows shrunk toward its family's rows, those toward the
+// system's, each by k row-equivalents (k = infinity: the system's pooled
+// point). A profile without rows of its own takes its family's point.
 size_t profile_point(const GridResults& g, const Split& train, const std::string& system, const std::string& profile,
                      size_t pooled_point, double k) {
-  const auto it = train.profile.find(system + "/" + profile);
-  if (std::isinf(k) || profile.empty() || it == train.profile.end()) return pooled_point;
-  return best_point(g, it->second, &train.system.at(system), k);
+  if (std::isinf(k) || profile.empty()) return pooled_point;
+  std::vector<const std::vector<size_t>*> levels;
+  if (auto it = train.profile.find(system + "/" + profile); it != train.profile.end()) levels.push_back(&it->second);
+  const std::string family = perf::framework_profile(profile).family;
+  if (auto it = train.family.find(system + "/" + family); it != train.family.end()) levels.push_back(&it->second);
+  if (levels.empty()) return pooled_point;
+  levels.push_back(&train.system.at(system));
+  return best_point_shrunk(g, levels, k);
 }
 
 struct Folds {

@@ -12,10 +12,13 @@
 // (not out-of-memory) row does not fit are excluded while any other exists.
 //
 // Per-profile efficiency (one software generation on one system): the rows
-// of profile P on a system are fitted with the objective
-//   (n_P x objective(P's rows) + k x objective(all the system's rows)) / (n_P + k)
-// that is, shrunk toward the system's pooled fit by k row-equivalents
-// (k = 0: the profile alone; k = infinity: the pooled point). k is not
+// of profile P, of family F (FrameworkProfile::family: the code base P is a
+// release of) on a system are fitted with the nested objective
+//   O_F = (n_F x objective(F's rows) + k x objective(all the system's rows)) / (n_F + k)
+//   O_P = (n_P x objective(P's rows) + k x O_F) / (n_P + k)
+// that is, shrunk toward the family's fit, and that toward the system's
+// pooled fit, by k row-equivalents (k = 0: the profile alone; k = infinity:
+// the pooled point). A profile with no rows takes its family's point. k is not
 // fitted to any row: it is the value of shrinkage_grid() whose leave-one-
 // source-out predictions have the lowest objective (ties: the larger k).
 //
