@@ -118,6 +118,9 @@ int run_predict(const PredictArgs& a) {
              p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
              p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
   if (p.uneven_stages()) fmt::print("layers per pipeline stage: {}\n", fmt::join(stage_layers(m.num_layers, p), " "));
+  if (p.uneven_stages() && p.vpp > 1)
+    fmt::print("layers per virtual stage (chunk x pp + stage): {}\n",
+               fmt::join(virtual_stage_layers(m.num_layers, p), " "));
   fmt::print("\nmemory per GPU (stage {}, GiB)   {}\n", r.memory_stage,
              r.fits ? "fits" : fmt::format("DOES NOT FIT in {:.1f} GiB", gib(r.memory_capacity)));
   fmt::print("  parameters {:9.2f}\n  gradients  {:9.2f}\n  optimizer  {:9.2f}\n  activations{:9.2f}\n"

@@ -15,6 +15,14 @@ void add_stage_flags(CLI::App* cmd, StageFlags& f, const std::string& group, boo
                   "transformer, or embedding-head: the embedding and the head count as one layer each when the "
                   "layers are split over the stages (Megatron-DeepSpeed)")
       ->capture_default_str()->group(group);
+  cmd->add_flag("--account-for-embedding-in-pipeline-split", f.account_embedding,
+                "Count the embedding as one layer in the pipeline split (Megatron-core; needs "
+                "--account-for-loss-in-pipeline-split: the same as --pipeline-layer-counting embedding-head)")
+      ->group(group);
+  cmd->add_flag("--account-for-loss-in-pipeline-split", f.account_loss,
+                "Count the output layer and loss as one layer in the pipeline split (Megatron-core; needs "
+                "--account-for-embedding-in-pipeline-split)")
+      ->group(group);
   if (virtual_stages)
     cmd->add_option("--num-virtual-stages-per-pipeline-rank", f.virtual_stages,
                     "Model chunks per pipeline stage; implies the interleaved schedule")
@@ -27,6 +35,10 @@ void apply_stage_flags(const StageFlags& f, bool layers_per_virtual_stage, Paral
   p.first_stage_layers = f.first;
   p.last_stage_layers = f.last;
   p.stage_counting = parse_stage_counting(f.counting);
+  check(f.account_embedding == f.account_loss,
+        "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split go together: the "
+        "engine splits the embedding and the loss together (--pipeline-layer-counting embedding-head)");
+  if (f.account_embedding) p.stage_counting = StageCounting::embedding_head;
   if (f.virtual_stages) {
     check(!layers_per_virtual_stage,
           "--num-virtual-stages-per-pipeline-rank and --num-layers-per-virtual-pipeline-stage exclude each other");

@@ -5,7 +5,11 @@
 //   --pipeline-layer-counting transformer|embedding-head
 //     (embedding-head: Megatron-DeepSpeed's --pp-partition-method
 //     'type:transformer|embedding', the embedding and the head counted as
-//     layers)
+//     layers; over virtual stages too)
+//   --account-for-embedding-in-pipeline-split
+//   --account-for-loss-in-pipeline-split
+//     (Megatron-core's names for embedding-head counting; the engine counts
+//     both or neither, so one alone is refused)
 //   --num-virtual-stages-per-pipeline-rank V (train, predict: model chunks per
 //     stage; Megatron-LM takes it instead of --num-layers-per-virtual-
 //     pipeline-stage when the stages are uneven)
@@ -23,6 +27,7 @@ namespace meshtrain::cli {
 struct StageFlags {
   int first = 0, last = 0;
   std::string counting = "transformer";
+  bool account_embedding = false, account_loss = false;
   std::optional<int> virtual_stages;
 };
 

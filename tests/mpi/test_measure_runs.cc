@@ -143,12 +143,16 @@ Expected expected_per_step(const ModelConfig& m, const ParallelConfig& p, RankCo
   const double N = double(p.micro_batch_size) * m.seq_length, h = m.hidden_size;
   const bool sp = p.sequence_parallel && p.tp > 1;
   const Layout L = Layout::build(m, p, c.tp, c.pp);
-  const int chunks = p.vpp, per_chunk = L.layers_per_chunk(), layers = chunks * per_chunk;
+  const int chunks = p.vpp;
   bool first = false, last = false;
-  for (int ch = 0; ch < chunks; ++ch) first |= L.has_embedding(ch), last |= L.has_head(ch);
-  int recomputed = 0;
-  if (p.recompute == Recompute::full)
-    for (int i = 0; i < per_chunk; ++i) recomputed += block_is_recomputed(p, i, per_chunk) ? chunks : 0;
+  int layers = 0, recomputed = 0;
+  for (int ch = 0; ch < chunks; ++ch) {
+    first |= L.has_embedding(ch), last |= L.has_head(ch);
+    const int n = L.chunk_layers(ch);
+    layers += n;
+    if (p.recompute == Recompute::full)
+      for (int i = 0; i < n; ++i) recomputed += block_is_recomputed(p, i, n) ? 1 : 0;
+  }
   const double act = N * h * E;
   const int64_t rows = head_logits_rows(m, p);
   const double passes = std::ceil(N / double(rows));

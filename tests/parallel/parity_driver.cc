@@ -116,15 +116,19 @@ struct Config {
   int vpp = 1;
   // Not knobs (added by hand after the covering set): uneven pipeline stages
   // ("f3": the first stage 3 layers, "l3" the last, "f1l3" both, "eh": the
-  // embedding and the head counted as layers) and a layer count other than
-  // the model file's.
+  // embedding and the head counted as layers, "ehc": the same by
+  // Megatron-core's --account-for-embedding/loss-in-pipeline-split), a layer
+  // count other than the model file's, and (interleaved) the chunks per
+  // stage, given as --num-virtual-stages-per-pipeline-rank (vpp_given).
   std::string stages;
   int layers = 0;
+  bool vpp_given = false;
+  bool embedding_head() const { return stages == "eh" || stages == "ehc"; }
   int first_layers() const { return stage_count('f'); }
   int last_layers() const { return stage_count('l'); }
   int stage_count(char which) const {
     const auto at = stages.find(which);
-    return at == std::string::npos || stages == "eh" ? 0 : std::atoi(stages.c_str() + at + 1);
+    return at == std::string::npos || embedding_head() ? 0 : std::atoi(stages.c_str() + at + 1);
   }
   int np() const { return tp * pp * dp; }
   int gbs() const { return mb * dp * ga; }
@@ -144,6 +148,7 @@ struct Config {
                                 knobs()[kGa].values[pick[kGa]], mb);
     if (!stages.empty()) l += " stages=" + stages;
     if (layers > 0) l += fmt::format(" layers={}", layers);
+    if (vpp_given) l += fmt::format(" vpp={}", vpp);
     return l;
   }
   // The flags of `meshtrain train` beyond the common ones.
@@ -153,7 +158,9 @@ struct Config {
                                   "--micro-batch-size", std::to_string(mb),
                                   "--global-batch-size", std::to_string(gbs()),
                                   "--zero-stage", std::to_string(zero)};
-    if (sched == "interleaved") {
+    if (sched == "interleaved" && vpp_given) {
+      f.insert(f.end(), {"--num-virtual-stages-per-pipeline-rank", std::to_string(vpp)});
+    } else if (sched == "interleaved") {
       f.insert(f.end(), {"--num-layers-per-virtual-pipeline-stage", std::to_string(lpvs)});
     } else {
       f.insert(f.end(), {"--pipeline-schedule", sched});
@@ -162,6 +169,8 @@ struct Config {
     if (first_layers() > 0) f.insert(f.end(), {"--decoder-first-pipeline-num-layers", std::to_string(first_layers())});
     if (last_layers() > 0) f.insert(f.end(), {"--decoder-last-pipeline-num-layers", std::to_string(last_layers())});
     if (stages == "eh") f.insert(f.end(), {"--pipeline-layer-counting", "embedding-head"});
+    if (stages == "ehc")
+      f.insert(f.end(), {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"});
     if (rc == "none" || rc == "selective") {
       f.insert(f.end(), {"--recompute-granularity", rc});
     } else if (rc == "full") {
@@ -247,7 +256,7 @@ mt::ParallelConfig parallel_config(const Config& c) {
   p.recompute_num_layers = 1;
   p.first_stage_layers = c.first_layers();
   p.last_stage_layers = c.last_layers();
-  p.stage_counting = c.stages == "eh" ? mt::StageCounting::embedding_head : mt::StageCounting::transformer;
+  p.stage_counting = c.embedding_head() ? mt::StageCounting::embedding_head : mt::StageCounting::transformer;
   return p;
 }
 
@@ -258,7 +267,7 @@ std::string invalid_reason(const Config& c) {
   if (c.np() > kMaxWorld) return fmt::format("world {} > {}", c.np(), kMaxWorld);
   if (c.sp && c.tp == 1) return "sequence parallel without TP";
   const mt::ModelConfig m = model_of(c.model, c.layers);
-  if (c.sched == "interleaved" && (m.num_layers % c.pp != 0 || (m.num_layers / c.pp) % c.lpvs != 0))
+  if (c.sched == "interleaved" && !c.vpp_given && (m.num_layers % c.pp != 0 || (m.num_layers / c.pp) % c.lpvs != 0))
     return "layers per stage not divisible by layers per virtual stage";
   try {
     mt::validate(m, parallel_config(c), c.np());
@@ -386,9 +395,15 @@ Config parse_config(const std::string& line) {
   }
   Config c = derive(p);
   c.stages = f.count("stages") ? f["stages"] : "";
-  if (!c.stages.empty() && !std::regex_match(c.stages, std::regex("eh|f[0-9]+|l[0-9]+|f[0-9]+l[0-9]+")))
-    throw mt::Error(fmt::format("bad stages={} (eh, fN, lN or fNlM) in: {}", c.stages, line));
+  if (!c.stages.empty() && !std::regex_match(c.stages, std::regex("eh|ehc|f[0-9]+|l[0-9]+|f[0-9]+l[0-9]+")))
+    throw mt::Error(fmt::format("bad stages={} (eh, ehc, fN, lN or fNlM) in: {}", c.stages, line));
   c.layers = f.count("layers") ? std::stoi(f["layers"]) : 0;
+  if (f.count("vpp")) {
+    if (c.sched != "interleaved") throw mt::Error("vpp= needs sched=interleaved in: " + line);
+    c.vpp_given = true;
+    c.vpp = std::stoi(f["vpp"]);
+    c.lpvs = 0;
+  }
   if (f["name"] != c.name() || f["np"] != std::to_string(c.np()) || f["gbs"] != std::to_string(c.gbs()) ||
       f["model"] != c.model)
     throw mt::Error(fmt::format("derived fields disagree with the knobs (expected {}) in: {}", c.line(), line));

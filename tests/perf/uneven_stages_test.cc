@@ -1,10 +1,12 @@
 // Uneven pipeline stages (parallel/stage_layers.h): the splits Megatron-LM's
-// first/last stage counts and Megatron-DeepSpeed's embedding-head counting
-// make, their refusals, the Layout that places the blocks by them, the
+// first/last stage counts and the embedding-head counting (Megatron-DeepSpeed;
+// Megatron-core's over virtual stages) make, their refusals, the Layout that places the blocks by them, the
 // memory model (the most loaded stage decides fit), the time model (the
 // slowest stage sets the pace) and the published-runs reader.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "meshtrain/perf/predict.h"
 #include "meshtrain/perf/time_model.h"
 #include "meshtrain/tune/planner.h"
+#include "meshtrain/tune/search_space.h"
 #include "meshtrain/tune/validate.h"
 
 #include "gpt_shape.h"
@@ -64,8 +67,10 @@ TEST(StageLayers, VirtualStagesDivideEachStage) {
   const std::vector<int> s = stage_layers(20, p);  // 4, 6, 6, 4: chunks of 2, 3, 3, 2
   EXPECT_EQ(s, (std::vector<int>{4, 6, 6, 4}));
   // Virtual stages c x pp + s in order: 2 3 3 2 | 2 3 3 2.
+  const std::vector<int> virt = virtual_stage_layers(20, p);
+  EXPECT_EQ(virt, (std::vector<int>{2, 3, 3, 2, 2, 3, 3, 2}));
   const int firsts[] = {0, 2, 5, 8, 10, 12, 15, 18};
-  for (int v = 0; v < 8; ++v) EXPECT_EQ(virtual_stage_first_layer(s, 2, v), firsts[v]) << v;
+  for (int v = 0; v < 8; ++v) EXPECT_EQ(virtual_stage_first_layer(virt, v), firsts[v]) << v;
   p.first_stage_layers = p.last_stage_layers = 3;  // 3 does not divide by 2 chunks
   EXPECT_NE(error_of(22, p).find("are not divisible by the 2 virtual pipeline stages"), std::string::npos);
 }
@@ -85,8 +90,12 @@ TEST(StageLayers, RefusesWhatDoesNotDivideInOneLine) {
   EXPECT_NE(error_of(8, pipeline(4, 6, 0)).find("not divisible over the other 3"), std::string::npos);
   ParallelConfig v = pipeline(2, 0, 0, StageCounting::embedding_head);
   v.vpp = 2;
-  EXPECT_NE(error_of(6, v).find("no interleaved schedule"), std::string::npos);
-  for (const std::string& e : {error_of(70, pipeline(12)), error_of(31, pipeline(4, 6, 6))})
+  EXPECT_NE(error_of(8, v).find("num-layers 8 + 2 (embedding and head counted as layers) is not divisible by "
+                                "pipeline-model-parallel-size 2 x virtual pipeline stages 2 = 4"),
+            std::string::npos);
+  v.vpp = 3;  // 8 layers + 2 on 2 x 3 virtual stages do not divide either
+  EXPECT_NE(error_of(8, v).find("= 6"), std::string::npos);
+  for (const std::string& e : {error_of(70, pipeline(12)), error_of(31, pipeline(4, 6, 6)), error_of(8, v)})
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
@@ -98,12 +107,70 @@ TEST(StageLayers, LayoutPlacesTheBlocksOfEveryStage) {
   std::vector<int> layers;
   for (int s = 0; s < 4; ++s) {
     const Layout L = Layout::build(m, p, 0, s);
-    EXPECT_EQ(L.layers_per_chunk(), (std::vector<int>{2, 3, 3, 2})[s]);
-    for (int i = 0; i < L.layers_per_chunk(); ++i) layers.push_back(L.block(0, i).layer);
+    EXPECT_EQ(L.chunk_layers(0), (std::vector<int>{2, 3, 3, 2})[s]);
+    for (int i = 0; i < L.chunk_layers(0); ++i) layers.push_back(L.block(0, i).layer);
     EXPECT_EQ(L.has_embedding(0), s == 0);
     EXPECT_EQ(L.has_head(0), s == 3);
   }
   EXPECT_EQ(layers, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+ParallelConfig interleaved(int pp, int vpp) {
+  ParallelConfig p = pipeline(pp, 0, 0, StageCounting::embedding_head);
+  p.vpp = vpp;
+  p.schedule = ScheduleKind::interleaved;
+  return p;
+}
+
+TEST(StageLayers, EmbeddingHeadOverVirtualStages) {
+  // 6 layers + embedding + head on 2 x 2 virtual stages, 2 items each:
+  // embedding + 1 | 2 | 2 | 1 + head.
+  EXPECT_EQ(virtual_stage_layers(6, interleaved(2, 2)), (std::vector<int>{1, 2, 2, 1}));
+  EXPECT_EQ(stage_layers(6, interleaved(2, 2)), (std::vector<int>{3, 3}));
+  // On 2 x 4 one item each: virtual stage 0 the embedding alone, 7 the head alone.
+  EXPECT_EQ(virtual_stage_layers(6, interleaved(2, 4)), (std::vector<int>{0, 1, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(stage_layers(6, interleaved(2, 4)), (std::vector<int>{3, 3}));
+  // Llama 3 405B (arXiv 2407.21783, Sec. 3.3.2): 126 layers on 16 stages of
+  // 8 chunks; the first chunk of the first stage holds only the embedding,
+  // the last chunk of the last stage only the output layer and the loss.
+  const std::vector<int> llama = virtual_stage_layers(126, interleaved(16, 8));
+  ASSERT_EQ(llama.size(), 128u);
+  EXPECT_EQ(llama.front(), 0);
+  EXPECT_EQ(llama.back(), 0);
+  for (size_t v = 1; v + 1 < llama.size(); ++v) EXPECT_EQ(llama[v], 1) << v;
+  std::vector<int> per_stage(16, 8);
+  per_stage.front() = per_stage.back() = 7;
+  EXPECT_EQ(stage_layers(126, interleaved(16, 8)), per_stage);
+  EXPECT_EQ(virtual_stage_first_layer(llama, 1), 0);
+  EXPECT_EQ(virtual_stage_first_layer(llama, 16), 15);  // chunk 1 of stage 0
+  EXPECT_EQ(virtual_stage_first_layer(llama, 127), 126);
+  // One chunk a stage: Megatron-DeepSpeed's split, as before.
+  EXPECT_EQ(virtual_stage_layers(10, pipeline(4, 0, 0, StageCounting::embedding_head)),
+            (std::vector<int>{2, 3, 3, 2}));
+}
+
+TEST(StageLayers, LayoutHoldsChunksWithoutBlocks) {
+  ModelConfig m = load_model_config("tiny");
+  m.num_layers = 6;
+  if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
+  const ParallelConfig p = interleaved(2, 4);
+  const std::vector<int> virt = virtual_stage_layers(6, p);
+  std::vector<std::vector<int>> by_virtual_stage(8);
+  for (int s = 0; s < 2; ++s) {
+    const Layout L = Layout::build(m, p, 0, s);
+    for (int c = 0; c < 4; ++c) {
+      const int v = c * 2 + s;
+      ASSERT_EQ(L.chunk_layers(c), virt[v]) << v;
+      EXPECT_EQ(L.first_layer(c), virtual_stage_first_layer(virt, v)) << v;
+      for (int i = 0; i < L.chunk_layers(c); ++i) by_virtual_stage[v].push_back(L.block(c, i).layer);
+      EXPECT_EQ(L.has_embedding(c), v == 0);
+      EXPECT_EQ(L.has_head(c), v == 7);
+    }
+    EXPECT_THROW(L.block(s == 0 ? 0 : 3, 0), std::logic_error);  // the embedding's or the head's chunk
+  }
+  std::vector<int> layers;
+  for (const auto& v : by_virtual_stage) layers.insert(layers.end(), v.begin(), v.end());
+  EXPECT_EQ(layers, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
 perf::SystemSpec big_device() { return perf::load_system_spec("dgx-a100-80gb"); }
@@ -146,6 +213,61 @@ TEST(StageLayers, TheSlowestStageSetsThePace) {
   const perf::ChunkCost& heavy = c.chunk(1, 0);
   EXPECT_GT(heavy.forward_compute_s, 3 * c.chunk(0, 0).forward_compute_s);  // 7 blocks vs 1 and the embedding
   EXPECT_GE(b.step_time_s, skew.num_micro_batches() * (heavy.forward_s() + heavy.backward_s()));
+}
+
+TEST(StageLayers, TimeModelPricesEveryChunkByItsOwnLayers) {
+  // 6 layers on 2 x 4 virtual stages: stage 0's chunk 0 runs the embedding
+  // alone, stage 1's chunk 3 the head alone, the others one block; on 2 x 2
+  // the chunks run 1, 2 (stage 0) and 2, 1 (stage 1) blocks.
+  const ModelConfig m = gpt(6, 4096, 32, 2048, 1000);
+  ParallelConfig four = interleaved(2, 4);
+  four.global_batch_size = 8;
+  four.bf16 = true;
+  ParallelConfig two = four;
+  two.vpp = 2;
+  perf::PerfCache cache;
+  const perf::StepCosts c = perf::step_costs(m, four, big_device(), {}, cache);
+  const perf::StepCosts d = perf::step_costs(m, two, big_device(), {}, cache);
+  auto fwd = [](const perf::StepCosts& s, int stage, int chunk) { return s.chunk(stage, chunk).forward_compute_s; };
+  const double block = fwd(d, 0, 1) - fwd(c, 0, 1);  // two blocks less one
+  EXPECT_GT(block, 0);
+  EXPECT_LT(fwd(c, 0, 0), fwd(c, 0, 1));  // the embedding alone costs less than a block
+  EXPECT_NEAR(fwd(d, 0, 0) - fwd(c, 0, 0), block, 1e-9 * block);  // embedding + 1 block
+  EXPECT_NEAR(fwd(d, 1, 1) - fwd(c, 1, 3), block, 1e-9 * block);  // 1 block + head
+  EXPECT_NEAR(fwd(c, 1, 0), fwd(c, 0, 1), 1e-9 * block);          // a block alone on either stage
+  EXPECT_GT(perf::predict(m, four, big_device(), 2).step_time_s, 0);
+  EXPECT_TRUE(perf::estimate_memory(m, four, big_device(), cache).fits());
+}
+
+TEST(StageLayers, SearchSpaceOffersVirtualStagesForEmbeddingHead) {
+  // Llama 3 405B's shape: 126 layers + 2 over 16 stages: 1, 2, 4 or 8 chunks.
+  ModelConfig m = gpt(126, 16384, 128, 8192, 128256);
+  tune::SearchSpace sp;
+  sp.tp = {8};
+  sp.pp = {16};
+  sp.zero_stage = {1};
+  sp.micro_batch_size = {1};
+  sp.recompute = {Recompute::none};
+  sp.flash_attention = {true};
+  sp.sequence_parallel = {true};
+  sp.stage_counting = StageCounting::embedding_head;
+  std::set<int> vpps;
+  for (const ParallelConfig& p : tune::enumerate(m, sp, 8 * 16 * 4, 64, 8)) vpps.insert(p.vpp);
+  EXPECT_EQ(vpps, (std::set<int>{1, 2, 4, 8}));
+  // The published-runs reader leaves a blank vpp of such a row to that search.
+  std::istringstream csv(
+      "id,source,system,layers,hidden,heads,kv_heads,ffn,seq_len,vocab,num_gpus,tp,pp,vpp,zero_stage,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,precision,tflops_per_gpu,tflops_kind,stage_counting\n"
+      "llama3-shape,test fixture,dgx-a100-80gb,126,16384,128,8,53248,8192,128256,512,8,16,,1,64,1,none,yes,yes,"
+      "bf16,100,model,embedding-head\n");
+  const tune::RunRows rows = tune::read_runs(tune::read_csv(csv));
+  ASSERT_EQ(rows.rows.size(), 1u) << (rows.skipped.empty() ? "" : rows.skipped[0]);
+  const tune::RunRow& r = rows.rows[0];
+  EXPECT_TRUE(r.space.vpp.empty());
+  EXPECT_EQ(r.space.stage_counting, StageCounting::embedding_head);
+  vpps.clear();
+  for (const ParallelConfig& p : tune::enumerate(r.model, r.space, r.num_gpus, r.global_batch, 8)) vpps.insert(p.vpp);
+  EXPECT_EQ(vpps, (std::set<int>{1, 2, 4, 8}));
 }
 
 TEST(StageLayers, PlannerEvaluatesAndSearchesSplits) {

@@ -99,6 +99,33 @@ TEST(Launch, InterleavedAndSequenceParallelFlags) {
   EXPECT_EQ(t.rfind("mpirun -np 1024 meshtrain train --model 175b ", 0), 0u) << t;
 }
 
+TEST(Launch, EmbeddingHeadOverVirtualStagesIsMegatronCoreAccounting) {
+  // 96 layers + embedding + head = 98 items on 7 stages x 2 chunks, 7 each.
+  LaunchSpec s = frontier_175b();
+  s.parallel.pp = 7;
+  s.parallel.dp = 32;
+  s.num_gpus = 896;
+  s.parallel.stage_counting = StageCounting::embedding_head;
+  s.parallel.vpp = 2;
+  s.parallel.schedule = ScheduleKind::interleaved;
+  const std::string m = megatron_args(s);
+  EXPECT_NE(m.find("--account-for-embedding-in-pipeline-split \\\n--account-for-loss-in-pipeline-split \\\n"
+                   "--num-virtual-stages-per-pipeline-rank 2 \\\n"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("decoder-first"), std::string::npos) << m;
+  const std::string t = train_command(s);
+  EXPECT_NE(t.find("--pipeline-layer-counting embedding-head --num-virtual-stages-per-pipeline-rank 2"),
+            std::string::npos)
+      << t;
+  // One chunk per stage: Megatron-LM's first/last counts name the same split.
+  s.parallel.vpp = 1;
+  s.parallel.pp = 14;
+  s.parallel.schedule = ScheduleKind::one_f_one_b;
+  EXPECT_NE(megatron_args(s).find("--decoder-first-pipeline-num-layers 6 \\\n--decoder-last-pipeline-num-layers 6"),
+            std::string::npos);
+}
+
 TEST(Launch, ShapeFlagsOnlyWhereTheModelDiffersFromItsPreset) {
   LaunchSpec s = frontier_175b();
   s.model_config.seq_length = 4096;

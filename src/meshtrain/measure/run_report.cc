@@ -32,8 +32,15 @@ nlohmann::json spread(const std::vector<double>& values, const std::vector<int>&
 
 StepFlops rank_step_flops(const ModelConfig& m, const ParallelConfig& p, int pp_rank, double step_tokens) {
   const double tokens = step_tokens / p.dp;
-  const int layers = stage_layers(m.num_layers, p)[static_cast<size_t>(pp_rank)];
-  const int per_chunk = layers / std::max(1, p.vpp);
+  // This stage's chunks (stage_layers.h: they may differ in size) and the
+  // blocks of them that recompute.
+  const std::vector<int> chunks = virtual_stage_layers(m.num_layers, p);
+  int layers = 0, recomputed = 0;
+  for (int c = 0; c < p.vpp; ++c) {
+    const int n = chunks[static_cast<size_t>(c * p.pp + pp_rank)];
+    layers += n;
+    for (int i = 0; i < n; ++i) recomputed += block_is_recomputed(p, i, n) ? 1 : 0;
+  }
   const double block = block_forward_flops_per_token(m);
   const bool head = pp_rank == p.pp - 1;
   const double fwd = layers * block + (head ? head_forward_flops_per_token(m) : 0.0);
@@ -41,9 +48,7 @@ StepFlops rank_step_flops(const ModelConfig& m, const ParallelConfig& p, int pp_
   f.model = 3.0 * fwd * tokens / p.tp;
   double extra = 0;
   if (p.recompute == Recompute::full) {
-    int recomputed = 0;
-    for (int i = 0; i < per_chunk; ++i) recomputed += block_is_recomputed(p, i, per_chunk) ? 1 : 0;
-    extra = double(recomputed) * p.vpp * block;
+    extra = double(recomputed) * block;
   } else if (p.recompute == Recompute::selective) {
     extra = layers * attention_core_flops_per_token(m);
   }

@@ -29,10 +29,8 @@ StepFlops step_flops(const ModelConfig& m, const ParallelConfig& p, double token
     // The blocks that recompute: every one (uniform) or the first
     // recompute_num_layers of each model chunk (block).
     int recomputed = 0;
-    for (const int stage : stage_layers(m.num_layers, p)) {
-      const int chunk_layers = stage / p.vpp;
-      for (int i = 0; i < chunk_layers; ++i) recomputed += block_is_recomputed(p, i, chunk_layers) ? p.vpp : 0;
-    }
+    for (const int chunk_layers : virtual_stage_layers(m.num_layers, p))
+      for (int i = 0; i < chunk_layers; ++i) recomputed += block_is_recomputed(p, i, chunk_layers) ? 1 : 0;
     extra = double(recomputed) * block_forward_flops_per_token(m);
   } else if (p.recompute == Recompute::selective) {
     extra = m.num_layers * attention_core_flops_per_token(m);

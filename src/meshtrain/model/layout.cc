@@ -46,10 +46,10 @@ const Unit& Layout::at(int index, const char* what) const {
 }
 
 const Unit& Layout::block(int chunk, int i) const {
-  if (chunk < 0 || chunk >= vpp_ || i < 0 || i >= layers_per_chunk_)
-    throw std::logic_error(fmt::format("internal error: no block {} in chunk {} (vpp {}, {} blocks per chunk)", i,
-                                       chunk, vpp_, layers_per_chunk_));
-  return units_[static_cast<size_t>(blocks_[static_cast<size_t>(chunk * layers_per_chunk_ + i)])];
+  if (chunk < 0 || chunk >= vpp_ || i < 0 || i >= chunk_layers(chunk))
+    throw std::logic_error(fmt::format("internal error: no block {} in chunk {} (vpp {}, {} blocks in the chunk)", i,
+                                       chunk, vpp_, chunk < 0 || chunk >= vpp_ ? 0 : chunk_layers(chunk)));
+  return units_[static_cast<size_t>(blocks_[static_cast<size_t>(chunk_offset_[static_cast<size_t>(chunk)] + i)])];
 }
 
 const Unit& Layout::word_embedding() const { return at(word_, "word embedding"); }
@@ -97,10 +97,14 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
   L.pp_ = p.pp;
   L.vpp_ = p.vpp;
   L.pp_rank_ = pp_rank;
+  const std::vector<int> virtual_layers = virtual_stage_layers(m.num_layers, p);
   L.stage_layers_ = meshtrain::stage_layers(m.num_layers, p);
-  L.layers_per_chunk_ = L.stage_layers_[static_cast<size_t>(pp_rank)] / p.vpp;
-  for (int c = 0; c < p.vpp; ++c)
-    L.first_layer_.push_back(virtual_stage_first_layer(L.stage_layers_, p.vpp, L.virtual_stage(c)));
+  L.chunk_offset_.push_back(0);
+  for (int c = 0; c < p.vpp; ++c) {
+    L.chunk_layers_.push_back(virtual_layers[static_cast<size_t>(L.virtual_stage(c))]);
+    L.first_layer_.push_back(virtual_stage_first_layer(virtual_layers, L.virtual_stage(c)));
+    L.chunk_offset_.push_back(L.chunk_offset_.back() + L.chunk_layers_.back());
+  }
   L.tied_embeddings_ = m.tied_embeddings;
   const int64_t h = m.hidden_size, f = m.ffn(), v = m.padded_vocab();
   // qkv rows: per key/value group its query heads, its key and its value,
@@ -142,7 +146,7 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
         finish(std::move(q));
       }
     }
-    for (int l = L.first_layer(c); l < L.first_layer(c) + L.layers_per_chunk_; ++l) {
+    for (int l = L.first_layer(c); l < L.first_layer(c) + L.chunk_layers(c); ++l) {
       const std::string n = "layers." + std::to_string(l);
       Unit u = unit(n, UnitKind::block, l);
       UnitBuilder b{u, p.tp, tp_rank};

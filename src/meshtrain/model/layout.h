@@ -14,9 +14,12 @@
 // 1/dp of it. Gradients use the same flat layout in fp32.
 //
 // Pipeline stages hold the layers parallel/stage_layers.h assigns them (an
-// even split, Megatron-LM's first/last stage counts, or Megatron-DeepSpeed's
-// counting of the embedding and the head as layers): chunk c of this stage
-// runs stage_layers()[pp_rank] / vpp blocks, from first_layer(c) on.
+// even split, Megatron-LM's first/last stage counts, or the embedding and
+// the head counted as layers, Megatron-DeepSpeed's and Megatron-core's):
+// chunk c of this stage is virtual stage c x pp + pp_rank and runs that
+// virtual stage's chunk_layers(c) blocks, from first_layer(c) on. Chunks may
+// differ in size, and a chunk may hold no block at all (only the embedding,
+// or only the head).
 //
 // Tensor-parallel splits (Megatron): column-parallel weights (qkv, fc) split
 // their rows (output features), row-parallel weights (proj, fc2) split their
@@ -139,7 +142,8 @@ class Layout {
   // Virtual stage of chunk c on this rank, and the layers it runs.
   int virtual_stage(int chunk) const { return chunk * pp_ + pp_rank_; }
   int first_layer(int chunk) const { return first_layer_[static_cast<size_t>(chunk)]; }
-  int layers_per_chunk() const { return layers_per_chunk_; }
+  // Blocks (transformer layers) of chunk c on this rank; may be 0.
+  int chunk_layers(int chunk) const { return chunk_layers_[static_cast<size_t>(chunk)]; }
   // Transformer layers of every pipeline stage (stage_layers.h), [pp].
   const std::vector<int>& stage_layers() const { return stage_layers_; }
   bool has_embedding(int chunk) const { return virtual_stage(chunk) == 0; }
@@ -155,11 +159,12 @@ class Layout {
  private:
   const Unit& at(int index, const char* what) const;
   std::vector<Unit> units_;
-  std::vector<int> blocks_;  // [chunk * layers_per_chunk + i] -> units_ index
-  std::vector<int> stage_layers_, first_layer_;  // [pp], [vpp]
+  std::vector<int> blocks_;  // [chunk_offset_[chunk] + i] -> units_ index
+  std::vector<int> stage_layers_, first_layer_, chunk_layers_;  // [pp], [vpp], [vpp]
+  std::vector<int> chunk_offset_;  // [vpp + 1]: the first block of each chunk in blocks_
   int word_ = -1, position_ = -1, final_norm_ = -1, output_ = -1;
   int64_t numel_ = 0;
-  int dp_ = 1, pp_ = 1, vpp_ = 1, pp_rank_ = 0, layers_per_chunk_ = 0;
+  int dp_ = 1, pp_ = 1, vpp_ = 1, pp_rank_ = 0;
   bool tied_embeddings_ = true;
 };
 

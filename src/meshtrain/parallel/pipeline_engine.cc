@@ -12,6 +12,7 @@ template <class T>
 struct PipelineEngine<T>::ChunkStash {
   Buffer mem;                       // every block's stash, then the head's
   std::vector<BlockActs<T>> acts;   // per block of the chunk
+  T* input = nullptr;               // where the chunk's input is received (none on virtual stage 0)
   T* head_dinput = nullptr;
   Buffer out;                       // forward output, until sent
   Buffer grad;                      // received output gradient
@@ -62,13 +63,18 @@ typename PipelineEngine<T>::ChunkStash& PipelineEngine<T>::stash(int mb, int c) 
   auto& slot = stashes_[mb * p_.vpp + c];
   if (slot) return *slot;
   slot = std::make_unique<ChunkStash>();
-  const int L = layout_.layers_per_chunk();
+  const int L = layout_.chunk_layers(c);
   std::vector<std::vector<TensorSpec>> specs;
   int64_t bytes = 0;
   for (int i = 0; i < L; ++i) {
     specs.push_back(block_stash(m_, p_, block_is_recomputed(p_, i, L)));
     bytes += allocated_bytes(specs.back());
   }
+  // A chunk of the head alone stashes its received input (what a recomputed
+  // block stashes: the input only) for the head's forward.
+  const bool head_only = L == 0 && layout_.has_head(c) && !layout_.has_embedding(c);
+  const auto input_only = block_stash(m_, p_, true);
+  if (head_only) bytes += allocated_bytes(input_only);
   const auto hs = head_stash(m_, p_);
   if (layout_.has_head(c)) bytes += allocated_bytes(hs);
   slot->mem = Buffer(MemCategory::activations, bytes, /*zero=*/false);
@@ -80,6 +86,11 @@ typename PipelineEngine<T>::ChunkStash& PipelineEngine<T>::stash(int mb, int c) 
     require_bound(a, block_tensors_);
     slot->acts.push_back(a);
     base += allocated_bytes(specs[i]);
+  }
+  if (L > 0) slot->input = slot->acts[0].input;
+  if (head_only) {
+    slot->input = TensorMap(input_only, base).template get<T>(Act::input);
+    base += allocated_bytes(input_only);
   }
   if (layout_.has_head(c)) slot->head_dinput = reinterpret_cast<T*>(base);
   return *slot;
@@ -119,20 +130,21 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
   const double t0 = now_s();
   ChunkStash& cs = stash(mb, c);
   const int64_t N = bd_.N(), Ns = bd_.Ns(), h = bd_.h;
-  const int L = layout_.layers_per_chunk();
+  const int L = layout_.chunk_layers(c);
   ShardedState<T>& S = *state_;
+  const bool head = layout_.has_head(c);
+  if (!head) cs.out = Buffer(MemCategory::comm_buffers, Ns * h * sizeof(T), /*zero=*/false);
   if (layout_.has_embedding(c)) {
     const Unit& wu = layout_.word_embedding();
     const Unit* pu = layout_.position_embedding();
     S.gather(wu);
     if (pu) S.gather(*pu);
-    embedding_forward(cs.acts[0].input, scratch_.row_out, batch.tokens + mb * N, S.weights(wu),
+    // A chunk of the embedding alone sends its output on.
+    embedding_forward(L > 0 ? cs.acts[0].input : cs.out.template as<T>(), scratch_.row_out, batch.tokens + mb * N, S.weights(wu),
                       pu ? S.weights(*pu) : nullptr, ed_, tp_);
     S.release(wu);
     if (pu) S.release(*pu);
   }
-  const bool head = layout_.has_head(c);
-  if (!head) cs.out = Buffer(MemCategory::comm_buffers, Ns * h * sizeof(T), /*zero=*/false);
   for (int i = 0; i < L; ++i) {
     const Unit& u = layout_.block(c, i);
     T* out = i + 1 < L ? cs.acts[i + 1].input : head ? discard_ : cs.out.template as<T>();
@@ -153,7 +165,10 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
       g = HeadGrads{S.grads(lu), m_.rmsnorm ? nullptr : S.grads(lu) + m_.hidden_size, S.grads(wu)};
     }
     const T* lw = S.weights(lu);
-    const double loss = head_forward_backward(train ? cs.head_dinput : nullptr, g, discard_, lw,
+    // The head's input: the last block's output, or what a chunk of the head
+    // alone received.
+    const T* x = L > 0 ? discard_ : cs.input;
+    const double loss = head_forward_backward(train ? cs.head_dinput : nullptr, g, x, lw,
                                               m_.rmsnorm ? nullptr : lw + m_.hidden_size, S.weights(wu),
                                               batch.targets + mb * N, dloss_, head_scratch_, hd_, tp_);
     if (train) {
@@ -178,7 +193,7 @@ void PipelineEngine<T>::backward(int mb, int c, const StepBatch& batch, StepStat
   const double t0 = now_s();
   ChunkStash& cs = stash(mb, c);
   ShardedState<T>& S = *state_;
-  const int L = layout_.layers_per_chunk();
+  const int L = layout_.chunk_layers(c);
   MT_ASSERT(cs.dx != nullptr);
   auto done = [&](const Unit& u) {
     const size_t i = layout_.index(u);
@@ -245,7 +260,8 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
       case ActionKind::recv_forward: {
         ChunkStash& cs = stash(a.micro_batch, a.chunk);
         const double t0 = now_s();
-        pp.recv(cs.acts[0].input, count, peer_rank(a.chunk, false), tag(a.micro_batch, a.chunk, false));
+        MT_ASSERT(cs.input != nullptr);
+        pp.recv(cs.input, count, peer_rank(a.chunk, false), tag(a.micro_batch, a.chunk, false));
         st.idle_s += now_s() - t0;
         break;
       }

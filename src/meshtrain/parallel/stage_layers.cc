@@ -6,7 +6,7 @@ namespace meshtrain {
 
 namespace {
 
-// Megatron-LM: the first and/or last stage given, the others even.
+// Megatron-LM: the first and/or last stage given, the others even; [pp].
 std::vector<int> first_last_split(int L, const ParallelConfig& p) {
   const int first = p.first_stage_layers, last = p.last_stage_layers;
   check(first >= 0 && last >= 0, "decoder-first/last-pipeline-num-layers must be positive (got {}, {})", first, last);
@@ -30,46 +30,70 @@ std::vector<int> first_last_split(int L, const ParallelConfig& p) {
   return s;
 }
 
-// Megatron-DeepSpeed: embedding and head counted as layers.
+// Per-stage counts, each divided evenly over its vpp chunks; [pp x vpp].
+std::vector<int> chunks_of_stages(const std::vector<int>& stages, int vpp) {
+  const int pp = static_cast<int>(stages.size());
+  for (int i = 0; i < pp; ++i)
+    check(stages[i] % vpp == 0, "the {} layers of pipeline stage {} are not divisible by the {} virtual pipeline stages",
+          stages[i], i, vpp);
+  std::vector<int> v(static_cast<size_t>(pp) * vpp);
+  for (size_t u = 0; u < v.size(); ++u) v[u] = stages[u % pp] / vpp;
+  return v;
+}
+
+// Megatron-DeepSpeed (vpp 1) and Megatron-core's account-for-embedding/loss
+// split: embedding and head counted as layers over the virtual stages.
 std::vector<int> embedding_head_split(int L, const ParallelConfig& p) {
-  check(p.vpp == 1, "pipeline-layer-counting embedding-head has no virtual pipeline stages "
-        "(Megatron-DeepSpeed's pipeline has no interleaved schedule)");
-  if (p.pp == 1) return {L};
-  check((L + 2) % p.pp == 0,
-        "num-layers {} + 2 (embedding and head counted as layers) is not divisible by "
-        "pipeline-model-parallel-size {}", L, p.pp);
-  const int per = (L + 2) / p.pp;
-  check(per >= 2, "num-layers {} + 2 over {} pipeline stages leaves the first and last stage no transformer layer",
-        L, p.pp);
-  std::vector<int> s(p.pp, per);
-  s.front() -= 1;
-  s.back() -= 1;
-  return s;
+  const int n = p.pp * p.vpp;
+  if (n == 1) return {L};
+  if (p.vpp == 1)
+    check((L + 2) % p.pp == 0,
+          "num-layers {} + 2 (embedding and head counted as layers) is not divisible by "
+          "pipeline-model-parallel-size {}", L, p.pp);
+  else
+    check((L + 2) % n == 0,
+          "num-layers {} + 2 (embedding and head counted as layers) is not divisible by "
+          "pipeline-model-parallel-size {} x virtual pipeline stages {} = {}", L, p.pp, p.vpp, n);
+  const int per = (L + 2) / n;
+  check(p.vpp > 1 || per >= 2,
+        "num-layers {} + 2 over {} pipeline stages leaves the first and last stage no transformer layer", L, p.pp);
+  std::vector<int> v(static_cast<size_t>(n), per);
+  v.front() -= 1;
+  v.back() -= 1;
+  return v;
 }
 
 }  // namespace
 
-std::vector<int> stage_layers(int L, const ParallelConfig& p) {
-  std::vector<int> s;
+std::vector<int> virtual_stage_layers(int L, const ParallelConfig& p) {
+  std::vector<int> v;
   if (p.first_stage_layers != 0 || p.last_stage_layers != 0) {
-    s = first_last_split(L, p);
+    v = chunks_of_stages(first_last_split(L, p), p.vpp);
   } else if (p.stage_counting == StageCounting::embedding_head) {
-    s = embedding_head_split(L, p);
+    v = embedding_head_split(L, p);
   } else {
     check(L % (p.pp * p.vpp) == 0,
           "num-layers {} is not divisible by pipeline-model-parallel-size x virtual chunks = {}", L, p.pp * p.vpp);
-    return std::vector<int>(p.pp, L / p.pp);
+    return std::vector<int>(static_cast<size_t>(p.pp) * p.vpp, L / (p.pp * p.vpp));
   }
-  for (int i = 0; i < p.pp; ++i)
-    check(s[i] % p.vpp == 0, "the {} layers of pipeline stage {} are not divisible by the {} virtual pipeline stages",
-          s[i], i, p.vpp);
+  std::vector<int> stage(p.pp, 0);
+  for (size_t u = 0; u < v.size(); ++u) stage[u % p.pp] += v[u];
+  for (int s = 0; s < p.pp; ++s)
+    check(stage[s] > 0, "pipeline stage {} runs no transformer layer (num-layers {} over {} x {} virtual stages)", s, L,
+          p.pp, p.vpp);
+  return v;
+}
+
+std::vector<int> stage_layers(int L, const ParallelConfig& p) {
+  const std::vector<int> v = virtual_stage_layers(L, p);
+  std::vector<int> s(p.pp, 0);
+  for (size_t u = 0; u < v.size(); ++u) s[u % p.pp] += v[u];
   return s;
 }
 
-int virtual_stage_first_layer(const std::vector<int>& per_stage, int vpp, int v) {
-  const int pp = static_cast<int>(per_stage.size());
+int virtual_stage_first_layer(const std::vector<int>& per_virtual_stage, int v) {
   int first = 0;
-  for (int u = 0; u < v; ++u) first += per_stage[u % pp] / vpp;
+  for (int u = 0; u < v; ++u) first += per_virtual_stage[static_cast<size_t>(u)];
   return first;
 }
 

@@ -1,4 +1,5 @@
-// Stage layers: how many transformer layers each pipeline stage runs. A pure
+// Stage layers: how many transformer layers each pipeline stage, and each of
+// its model chunks (virtual stages), runs. A pure
 // function of the layer count and the parallel config, read by Layout (which
 // places the blocks, so the engine and the performance model both follow it)
 // and by validate(), which refuses any split that does not divide.
@@ -11,22 +12,32 @@
 //     the other stages split the rest evenly; a remainder that does not
 //     divide is refused (Megatron-core asserts the same). With pp = 2 and
 //     both given they must add up to num_layers.
-//   embedding-head (StageCounting::embedding_head): Megatron-DeepSpeed with
-//     --pp-partition-method 'type:transformer|embedding' (DeepSpeed
-//     PipelineModule's partition_method "type:[regex]": the layers whose
-//     class matches are balanced over the stages): the embedding and the
-//     head count as one layer each, num_layers + 2 items split evenly, so
-//     the first and the last stage run one transformer layer fewer than the
-//     others (BLOOM-176B: 70 layers on 12 stages = 72 items, 6 a stage:
-//     embedding + 5, 6 x 10, 5 + head). Items that do not divide by pp are
-//     refused: DeepSpeed's balanced partition of a remainder is not modelled.
-// Virtual stages (interleaved schedule, vpp chunks): every stage's count
-// must divide by vpp and chunk c of stage s runs count(s) / vpp layers, the
-// virtual stages c x pp + s taking the layers in that order (Megatron-core
-// since uneven stages support interleaving: each stage's layers divisible
-// by the virtual pipeline size). Embedding-head counting with vpp > 1 is
-// refused (Megatron-DeepSpeed's pipeline has no interleaved schedule).
-// Every stage runs at least one transformer layer.
+//   embedding-head (StageCounting::embedding_head): the embedding and the
+//     head count as one layer each and num_layers + 2 items are split evenly
+//     over the pp x vpp virtual stages (k = (num_layers + 2) / (pp x vpp)
+//     each): virtual stage 0 runs the embedding and k - 1 transformer
+//     layers, the last virtual stage k - 1 layers and the head, every other
+//     one k. With vpp = 1 this is Megatron-DeepSpeed's --pp-partition-method
+//     'type:transformer|embedding' (DeepSpeed PipelineModule's
+//     partition_method "type:[regex]": the layers whose class matches are
+//     balanced over the stages; BLOOM-176B: 70 layers on 12 stages = 72
+//     items, 6 a stage: embedding + 5, 6 x 10, 5 + head). With vpp >= 1 it
+//     is Megatron-core's --account-for-embedding-in-pipeline-split together
+//     with --account-for-loss-in-pipeline-split, as Llama 3 405B was trained
+//     (arXiv 2407.21783, Sec. 3.3.2: 126 layers on 16 stages with 8 chunks,
+//     128 items, one per virtual stage: "the first model chunk on the first
+//     stage has only the embedding, and the last model chunk on the last
+//     stage has only output projection and loss calculation"). A virtual
+//     stage may so hold no transformer layer (k = 1); items that do not
+//     divide by pp x vpp are refused (DeepSpeed's balanced partition of a
+//     remainder is not modelled).
+// Virtual stages (interleaved schedule, vpp chunks): chunk c of stage s is
+// virtual stage v = c x pp + s, and the virtual stages take the layers in
+// that order. Under the even split and the first/last counts every stage's
+// count must divide by vpp and each of its chunks runs count(s) / vpp layers
+// (Megatron-core since uneven stages support interleaving: each stage's
+// layers divisible by the virtual pipeline size).
+// Every pipeline stage runs at least one transformer layer over its chunks.
 #pragma once
 
 #include <vector>
@@ -35,13 +46,18 @@
 
 namespace meshtrain {
 
-// Transformer layers of each pipeline stage, [pp], summing to num_layers.
-// Throws Error (one line naming the failed constraint) on a split that does
-// not divide.
+// Transformer layers of each virtual stage v = chunk x pp + stage,
+// [pp x vpp], summing to num_layers; entries may be 0 (embedding-head
+// counting only). Throws Error (one line naming the failed constraint) on a
+// split that does not divide.
+std::vector<int> virtual_stage_layers(int num_layers, const ParallelConfig& p);
+
+// Transformer layers of each pipeline stage, [pp]: the sums of its chunks'
+// virtual_stage_layers(). Throws as virtual_stage_layers().
 std::vector<int> stage_layers(int num_layers, const ParallelConfig& p);
 
-// The first transformer layer of virtual stage v = chunk x pp + stage, for
-// the counts stage_layers() returns.
-int virtual_stage_first_layer(const std::vector<int>& per_stage, int vpp, int v);
+// The first transformer layer of virtual stage v, for the counts
+// virtual_stage_layers() returns (the layers of the virtual stages before).
+int virtual_stage_first_layer(const std::vector<int>& per_virtual_stage, int v);
 
 }  // namespace meshtrain

@@ -61,9 +61,9 @@ class CommBufferWalk {
       switch (a.kind) {
         case ActionKind::recv_forward: break;  // received into the stash
         case ActionKind::forward:
+          if (!head) add(boundary_);  // the output, until its send completes
           for (int u : c.embedding) gather(u);
           for (int u : c.embedding) release(u);
-          if (!head) add(boundary_);  // the output, until its send completes
           for (int u : c.blocks) {
             gather(u);
             release(u);
@@ -193,23 +193,27 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
 
   // Stash of one micro-batch through each chunk, as allocated (each tensor
   // 64-byte aligned).
-  const int layers = L.layers_per_chunk;
   const double scores = score_matrix_bytes(m, p);
   const bool op_level = o.op_level_selective && p.recompute == Recompute::selective;
   const double plain = op_level ? op_level_stash_bytes(m, p)
                                 : double(allocated_bytes(block_stash(m, p, false))) +
                                       (p.recompute == Recompute::selective ? 0.0 : scores);
   const double recomputed = double(allocated_bytes(block_stash(m, p, true)));
-  double blocks = 0;
-  for (int i = 0; i < layers; ++i) blocks += block_is_recomputed(p, i, layers) ? recomputed : plain;
   const double head = double(allocated_bytes(head_stash(m, p)));
-  std::vector<double> chunk_bytes(p.vpp, blocks);
+  std::vector<double> chunk_bytes(p.vpp, 0.0);
   bool has_head = false;
-  for (int c = 0; c < p.vpp; ++c)
-    if (c * p.pp + stage == p.pp * p.vpp - 1) {
+  for (int c = 0; c < p.vpp; ++c) {
+    const int layers = L.chunk_layers[c];
+    for (int i = 0; i < layers; ++i) chunk_bytes[c] += block_is_recomputed(p, i, layers) ? recomputed : plain;
+    const int v = c * p.pp + stage;
+    if (v == p.pp * p.vpp - 1) {
       chunk_bytes[c] += head;
+      // A chunk of the head alone stashes its received input, as a
+      // recomputed block does.
+      if (layers == 0 && v > 0) chunk_bytes[c] += recomputed;
       has_head = true;
     }
+  }
   const int mb = p.num_micro_batches();
   const double stash = peak_stash_bytes(p.schedule, p.pp, p.vpp, mb, stage, chunk_bytes, cache);
   // Token ids and targets are held for every micro-batch of the step (two

@@ -13,8 +13,10 @@
 //     Equal to the engine's bytes.
 //   activations: the peak over the Schedule's walk of stage s of the stashes
 //     of the (micro-batch, chunk) pairs in flight (forward done, backward not
-//     yet), each chunk stashing block_stash() per block plus head_stash()
-//     where it holds the head (activations.h); plus the token ids and targets
+//     yet), each chunk stashing block_stash() per block of its own count
+//     (chunks may differ, and hold none: stage_layers.h) plus head_stash()
+//     where it holds the head, and a chunk of the head alone its received
+//     input (activations.h); plus the token ids and targets
 //     of every micro-batch of the step (embedding_stash() x micro-batches);
 //     plus, counted once, rank_working_set(). Each list is counted as
 //     allocated: allocated_bytes(), every tensor 64-byte aligned. With
@@ -93,7 +95,8 @@ double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int num_micro_batche
 // Most bytes of communication buffers stage `stage` holds at once during a
 // training step, walking its action list as the engine runs it:
 //   pipeline (pp > 1): a forward's output (b x s/tp-if-SP x h elements) from
-//     its forward until its send; a received output gradient from its
+//     the start of its forward (before the embedding's gathered weights)
+//     until its send; a received output gradient from its
 //     receive until its backward's send (or the end of the backward on the
 //     first virtual stage); the head's input gradient, copied out of the
 //     stash, for its send;

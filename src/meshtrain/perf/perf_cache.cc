@@ -32,7 +32,7 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
   const Layout L = Layout::build(m, p, 0, kind);
   auto s = std::make_unique<StageLayout>();
   s->numel = L.numel();
-  s->layers_per_chunk = L.layers_per_chunk();
+  for (int c = 0; c < p.vpp; ++c) s->chunk_layers.push_back(L.chunk_layers(c));
   s->chunk_numel.assign(p.vpp, 0);
   s->chunk_units.assign(p.vpp, 0);
   s->chunk_order.assign(p.vpp, ChunkUnits{});

@@ -1,7 +1,8 @@
 // PerfCache: what the cost model computes once and reuses across the
 // candidates of a search. Stages of a pipeline differ only by whether they
 // hold the embedding (stage 0) or the head (stage pp - 1) and by the layers
-// those two run (stage_layers.h: the middle stages all run the same), so one
+// the chunks of those two run (stage_layers.h: the middle stages all run the
+// same), so one
 // Layout is built per (model, TP, PP, VPP, DP, stage split, stage kind) and
 // summarized; schedules
 // are built once per (kind, PP, VPP, micro-batches); pipeline simulations
@@ -37,7 +38,7 @@ struct ChunkUnits {
 // Layout::build of one stage, summarized.
 struct StageLayout {
   int64_t numel = 0;                  // padded flat size
-  int layers_per_chunk = 0;           // transformer layers of each model chunk
+  std::vector<int> chunk_layers;      // transformer layers of each model chunk (may be 0)
   std::vector<int64_t> chunk_numel;   // padded elements per model chunk
   std::vector<int> chunk_units;       // units (embedding, blocks, head) per chunk
   std::vector<int64_t> unit_numel;    // padded elements of each unit, in Layout order

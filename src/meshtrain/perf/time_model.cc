@@ -319,10 +319,10 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
                                  &cache.stage_layout(m, p, p.pp - 1)};
   for (int st = 0; st < p.pp; ++st) {
     const StageLayout& L = *kinds[st == 0 ? 0 : st == p.pp - 1 ? 2 : 1];
-    const Pricer::Block blocks = chunk_blocks(L.layers_per_chunk);
     double tp_bytes = 0, dp_bytes = 0;
     int sends = 0;
     for (int c = 0; c < p.vpp; ++c) {
+      const Pricer::Block blocks = chunk_blocks(L.chunk_layers[c]);
       const int v = c * p.pp + st;
       ChunkCost cc = blocks.cost;
       double tpb = blocks.tp_bytes;

@@ -139,7 +139,12 @@ std::string megatron_args(const LaunchSpec& s) {
   if (m.gated_mlp) a.push_back("--swiglu");
   if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
   if (!m.learned_positions) a.insert(a.end(), {"--position-embedding-type", "rope"});
-  if (p.uneven_stages() && p.pp > 1) {
+  if (p.stage_counting == StageCounting::embedding_head && p.pp > 1 && p.vpp > 1) {
+    // Over virtual stages Megatron-core counts the embedding and the loss as
+    // layers itself (stage_layers.h).
+    a.insert(a.end(), {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+                       "--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp)});
+  } else if (p.uneven_stages() && p.pp > 1) {
     // Megatron-LM names the first and last stages' layers; Megatron-DeepSpeed's
     // embedding-head counting is the same split (stage_layers.h).
     const std::vector<int> s = stage_layers(m.num_layers, p);

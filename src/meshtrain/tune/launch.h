@@ -10,7 +10,11 @@
 //   megatron_args   the same layout as Megatron-LM's pretrain_gpt.py arguments;
 //                   ZeRO-1 is --use-distributed-optimizer (Megatron's sharded
 //                   optimizer state); ZeRO-2/3 have no Megatron argument and
-//                   are refused with an Error naming them.
+//                   are refused with an Error naming them. Uneven stages are
+//                   --decoder-first/last-pipeline-num-layers, or with the
+//                   embedding and the head counted over virtual stages
+//                   --account-for-embedding-in-pipeline-split and
+//                   --account-for-loss-in-pipeline-split (Megatron-core).
 // `emit` dispatches on a kind: train, slurm-frontier, slurm-dgx, megatron.
 #pragma once
 

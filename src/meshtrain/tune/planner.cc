@@ -58,7 +58,7 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
     // The most layers a chunk runs (stage_layers.h); 0 when the split is invalid.
     int layers = 0;
     try {
-      for (int n : stage_layers(m.num_layers, p)) layers = std::max(layers, n / p.vpp);
+      for (int n : virtual_stage_layers(m.num_layers, p)) layers = std::max(layers, n);
     } catch (const Error&) {
     }
     if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) continue;

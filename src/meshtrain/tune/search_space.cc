@@ -11,6 +11,24 @@ std::vector<int> divisors(int n, int limit) {
   return d;
 }
 
+// Interleaving candidates of pp stages: 1 and every v > 1 that splits the
+// layers of each stage into v chunks (even and first/last splits), or that
+// divides the layers plus the embedding and the head over pp x v virtual
+// stages (embedding-head counting, stage_layers.h).
+std::vector<int> vpp_candidates(const ModelConfig& m, const SearchSpace& sp, int pp, StageCounting counting) {
+  std::vector<int> vpps = {1};
+  if (pp == 1) return vpps;
+  if (counting == StageCounting::embedding_head && sp.first_stage_layers == 0 && sp.last_stage_layers == 0) {
+    for (int v = 2; v * pp <= m.num_layers + 2; ++v)
+      if ((m.num_layers + 2) % (pp * v) == 0) vpps.push_back(v);
+    return vpps;
+  }
+  const int per_stage = m.num_layers % pp == 0 ? m.num_layers / pp : 1;
+  for (int v : divisors(per_stage, per_stage))
+    if (v > 1) vpps.push_back(v);
+  return vpps;
+}
+
 template <typename T>
 const std::vector<T>& or_default(const std::vector<T>& given, const std::vector<T>& all) {
   return given.empty() ? all : given;
@@ -33,11 +51,6 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
     for (int pp : pps) {
       if (num_gpus % (tp * pp) != 0) continue;
       const int dp = num_gpus / (tp * pp);
-      const int per_stage = m.num_layers % pp == 0 ? m.num_layers / pp : 1;
-      std::vector<int> vpps = {1};
-      if (pp > 1)
-        for (int v : divisors(per_stage, per_stage))
-          if (v > 1) vpps.push_back(v);
       // The stage splits: as given, and searched ones.
       std::vector<StageCounting> countings = {sp.stage_counting};
       if (sp.search_stage_splits && pp > 1 && sp.stage_counting == StageCounting::transformer &&
@@ -50,31 +63,33 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
       // Sequence parallelism splits the TP group's work: none without TP.
       const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
                               : std::vector<bool>{false};
-      for (StageCounting counting : countings)
-      for (int vpp : or_default(sp.vpp, vpps))
-        for (int mbs : or_default(sp.micro_batch_size, mbss))
-          for (int zero : zeros)
-            for (Recompute rc : recs)
-              for (bool seqp : sps)
-                for (bool flash : flashes) {
-                  ParallelConfig p;
-                  p.tp = tp;
-                  p.pp = pp;
-                  p.dp = dp;
-                  p.vpp = vpp;
-                  p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
-                  p.zero_stage = zero;
-                  p.micro_batch_size = mbs;
-                  p.global_batch_size = gbs;
-                  p.recompute = rc;
-                  p.sequence_parallel = seqp;
-                  p.flash_attention = flash;
-                  p.bf16 = sp.bf16;
-                  p.first_stage_layers = sp.first_stage_layers;
-                  p.last_stage_layers = sp.last_stage_layers;
-                  p.stage_counting = counting;
-                  out.push_back(p);
-                }
+      for (StageCounting counting : countings) {
+        const std::vector<int> vpps = vpp_candidates(m, sp, pp, counting);
+        for (int vpp : or_default(sp.vpp, vpps))
+          for (int mbs : or_default(sp.micro_batch_size, mbss))
+            for (int zero : zeros)
+              for (Recompute rc : recs)
+                for (bool seqp : sps)
+                  for (bool flash : flashes) {
+                    ParallelConfig p;
+                    p.tp = tp;
+                    p.pp = pp;
+                    p.dp = dp;
+                    p.vpp = vpp;
+                    p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+                    p.zero_stage = zero;
+                    p.micro_batch_size = mbs;
+                    p.global_batch_size = gbs;
+                    p.recompute = rc;
+                    p.sequence_parallel = seqp;
+                    p.flash_attention = flash;
+                    p.bf16 = sp.bf16;
+                    p.first_stage_layers = sp.first_stage_layers;
+                    p.last_stage_layers = sp.last_stage_layers;
+                    p.stage_counting = counting;
+                    out.push_back(p);
+                  }
+      }
     }
   }
   return out;

@@ -3,7 +3,9 @@
 //   tp:          divisors of the GPU count up to the devices of one node
 //   pp:          divisors of the layer count (with tp x pp dividing the GPUs)
 //   vpp:         1 (1F1B) and every divisor > 1 of the layers per stage
-//                (interleaved 1F1B)
+//                (interleaved 1F1B); with the embedding and the head
+//                counted as layers, every v > 1 with pp x v dividing the
+//                layers + 2 (stage_layers.h)
 //   zero_stage:  0, 1, 2, 3
 //   micro-batch: powers of two up to 16 that divide global batch / dp
 //   recompute:   none, selective, full (every block); with

@@ -15,9 +15,11 @@
 // recompute full: Megatron's block method), source_key (short source name),
 // first_stage_layers and last_stage_layers (Megatron-LM's
 // --decoder-first/last-pipeline-num-layers), stage_counting (blank or
-// "transformer": layers only; "embedding-head": Megatron-DeepSpeed's
-// counting of the embedding and the head as pipeline layers) -- the uneven
-// stages of parallel/stage_layers.h; blank: an even split.
+// "transformer": layers only; "embedding-head": the embedding and the head
+// counted as pipeline layers, Megatron-DeepSpeed's and, over virtual stages,
+// Megatron-core's --account-for-embedding/loss-in-pipeline-split; a blank
+// vpp is then searched over every v with pp x v dividing layers + 2) -- the
+// uneven stages of parallel/stage_layers.h; blank: an even split.
 //
 // The prediction is compared with, in order of preference: TFLOP/s per GPU
 // of the row's tflops_kind (hardware: recompute counted, else model), tokens
