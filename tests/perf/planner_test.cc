@@ -120,14 +120,11 @@ TEST(Validate, PublishedRunsAreReadAndFittedInSample) {
   EXPECT_LE(in_sample.median_abs_error, 0.10);
   EXPECT_LE(in_sample.max_abs_error, 0.25);
   for (const auto& [system, e] : by_system) EXPECT_LE(summarize(e).median_abs_error, 0.12) << system;
-  // Known miss: Llama 3 8B with HSDP + TP 8 on 5,120 GCDs (HSDP modeled as
-  // ZeRO-3 over all data-parallel ranks; the row publishes no sequence
-  // parallelism, which torchtitan's TP plan applies). torchtitan's op-level
-  // checkpointing and FSDP's fp32 shards made the 70B and the 30B runs fit.
-  // BigScience's 181B prototype with DP 24, TP 8, PP 2, micro-batch 2 on 384
-  // A100 80GB was published at 76 GB; the model puts it just over 80.
-  EXPECT_EQ(v.not_fitting,
-            (std::vector<std::string>{"orhan-frontier-l31-8b-5120", "bloom-prequel-181b-dp24-tp8-pp2-mbs2-gbs2016"}));
+  // Every published run fits: torchtitan's TP plan is sequence-parallel
+  // (the Llama 3 8B run on 5,120 GCDs), DeepSpeed keeps 16-bit gradients
+  // (BigScience's DP 24, TP 8, PP 2, micro-batch 2 layout, published at 76
+  // GB), op-level checkpointing and FSDP's fp32 shards (the 70B and 30B runs).
+  EXPECT_TRUE(v.not_fitting.empty());
   // Rows whose knobs are all published are not re-planned; a framework
   // profile keeps blanks to what its framework offered.
   for (const auto& r : v.rows) {

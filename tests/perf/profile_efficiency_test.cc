@@ -246,5 +246,45 @@ TEST(ProfileEfficiency, FsdpKeepsFp32ShardsWithoutAMasterCopy) {
               1e-6 * a.optimizer);
 }
 
+// DeepSpeed's engine keeps 16-bit gradients (ZeRO paper: 2 + 2 + 12 bytes
+// per element at ZeRO-0): half the engine's fp32 gradients, nothing else.
+TEST(ProfileEfficiency, DeepSpeedKeepsSixteenBitGradients) {
+  const ModelConfig m = load_model_config("22b");
+  ParallelConfig p;
+  p.tp = 8;
+  p.pp = 2;
+  p.dp = 4;
+  p.zero_stage = 1;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 64;
+  p.recompute = Recompute::full;
+  p.bf16 = true;
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  const perf::PerfOptions ds = perf::framework_profile("megatron-deepspeed-2021").options;
+  ASSERT_TRUE(ds.model_dtype_gradients);
+  ASSERT_FALSE(perf::framework_profile("megatron-lm-2022").options.model_dtype_gradients);
+  const perf::MemoryBytes a = perf::stage_memory(m, p, s, 0, cache, perf::PerfOptions{});
+  const perf::MemoryBytes b = perf::stage_memory(m, p, s, 0, cache, ds);
+  EXPECT_GT(a.gradients, 0);
+  EXPECT_DOUBLE_EQ(b.gradients, a.gradients / 2);
+  EXPECT_DOUBLE_EQ(b.parameters, a.parameters);
+  EXPECT_DOUBLE_EQ(b.optimizer, a.optimizer);
+}
+
+// torchtitan's tensor parallelism always runs the norms sequence-parallel:
+// a row with TP and a blank seq_parallel is planned with SP only.
+TEST(ProfileEfficiency, TorchtitanTensorParallelismIsSequenceParallel) {
+  ASSERT_TRUE(perf::framework_profile("torchtitan-2024").sequence_parallel_always);
+  std::string text = kHeader;
+  text += "tt,s,frontier,GPT 22B,48,6144,48,2048,50688,16,8,1,2,3,64,1,full,,yes,60,hardware,torchtitan-2024\n";
+  text += "mc,s,frontier,GPT 22B,48,6144,48,2048,50688,16,8,1,2,3,64,1,full,,yes,60,hardware,megatron-core-2024\n";
+  std::istringstream in(text);
+  const tune::RunRows runs = tune::read_runs(tune::read_csv(in));
+  ASSERT_EQ(runs.rows.size(), 2u);
+  EXPECT_EQ(runs.rows[0].space.sequence_parallel, std::vector<bool>{true});
+  EXPECT_TRUE(runs.rows[1].space.sequence_parallel.empty());  // searched: both
+}
+
 }  // namespace
 }  // namespace meshtrain

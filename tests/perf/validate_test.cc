@@ -119,7 +119,7 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 12.4%, max 42.3%): held as a regression guard, not a target.
+// (median 12.5%, max 42.3%): held as a regression guard, not a target.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
@@ -128,8 +128,10 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   EXPECT_EQ(cv.sources.size(), 19u);
   EXPECT_LE(cv.held_out.all.median_abs_error, 0.14);
   EXPECT_LE(cv.held_out.all.max_abs_error, 0.45);
-  EXPECT_EQ(cv.held_out.not_fitting,
-            (std::vector<std::string>{"bloom-prequel-181b-dp24-tp8-pp2-mbs2-gbs2016", "orhan-frontier-l31-8b-5120"}));
+  // Every published run fits; one of the three layouts BigScience reported
+  // out of memory is predicted to fit (76.5 GiB of 80).
+  EXPECT_TRUE(cv.held_out.not_fitting.empty());
+  EXPECT_EQ(cv.held_out.oom_mismatch, (std::vector<std::string>{"bloom-prequel-181b-dp32-tp2-pp6-mbs1-gbs2048"}));
 }
 
 }  // namespace

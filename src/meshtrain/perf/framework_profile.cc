@@ -53,7 +53,7 @@ std::vector<FrameworkProfile> build() {
   // Megatron-Core (Megatron-LM's library since 2023) are one code base;
   // FairScale/PyTorch FSDP and torchtitan run PyTorch's eager or compiled
   // kernels under FSDP; DeepSpeed ZeRO-3 wraps a user's PyTorch model.
-  return {
+  std::vector<FrameworkProfile> v = {
       make("megatron-lm-2021", "megatron", {true, false, false, false, false}, {0}, none,
            "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism, selective "
            "recompute and the block recompute method arrive with Korthikanti et al. 2022 (Megatron-LM v3.0), the "
@@ -88,6 +88,16 @@ std::vector<FrameworkProfile> build() {
            "other aten.mm and of scaled_dot_product_attention, recompute the rest), not Megatron's attention-core "
            "recompute"),
   };
+  // torchtitan's tensor-parallel plan (apply_tp in parallelize_llama.py,
+  // 2024) places SequenceParallel() on attention_norm, ffn_norm and the final
+  // norm, the embedding's output sharded on the sequence dimension: Megatron
+  // sequence parallelism whenever TP > 1.
+  // DeepSpeed's engine (Megatron-DeepSpeed's too) keeps 16-bit gradients.
+  for (FrameworkProfile& p : v) {
+    if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
+    if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
+  }
+  return v;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 //
 //   interleaving         interleaved 1F1B (virtual pipeline stages)
 //   sequence_parallel    Megatron sequence parallelism
+//   sequence_parallel_always  its tensor parallelism always shards the norms
+//                        and residuals over the sequence (no TP without SP)
 //   selective_recompute  attention-core recompute (else full or none)
 //   partial_recompute    full recompute of only some blocks per chunk
 //                        (Megatron's --recompute-method block)
@@ -29,6 +31,7 @@ struct FrameworkProfile {
   std::string family;
   bool interleaving = true;
   bool sequence_parallel = true;
+  bool sequence_parallel_always = false;
   bool selective_recompute = true;
   bool partial_recompute = true;
   bool flash_attention = true;

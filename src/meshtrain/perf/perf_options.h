@@ -56,6 +56,11 @@ struct PerfOptions {
   bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
   bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs
   bool overlap_p2p_comm = false;      // pipeline sends do not hold the sender
+  // Gradients held in the model's 16-bit dtype between the backward and the
+  // step, as DeepSpeed's engine holds them (ZeRO paper, Rajbhandari et al.
+  // SC20, Sec. 3.1: 2 bytes of parameters and 2 of gradients per element,
+  // 12 of optimizer state), instead of the engine's fp32 gradients.
+  bool model_dtype_gradients = false;
   ZeroRuntime zero;
 };
 

@@ -173,6 +173,7 @@ void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   };
   if (!f.interleaving && blank("vpp")) s.vpp = {1};
   if (!f.sequence_parallel && blank("seq_parallel")) s.sequence_parallel = {false};
+  if (f.sequence_parallel_always && blank("seq_parallel")) s.sequence_parallel = {true};
   if (!f.flash_attention && blank("flash_attn")) s.flash_attention = {false};
   if (!f.selective_recompute && blank("recompute")) s.recompute = {Recompute::none, Recompute::full};
   if (!f.partial_recompute) s.partial_recompute = false;
@@ -180,7 +181,7 @@ void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   p.options = f.options;
   if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();
   if (!s.flash_attention.empty()) p.fallback.flash_attention = s.flash_attention.front();
-  if (!s.sequence_parallel.empty()) p.fallback.sequence_parallel = s.sequence_parallel.front();
+  if (!s.sequence_parallel.empty()) p.fallback.sequence_parallel = s.sequence_parallel.front() && p.fallback.tp > 1;
 }
 
 void read_options(const CsvTable& t, size_t r, RunRow& p) {
