@@ -239,16 +239,23 @@ TEST(StageLayers, TimeModelPricesEveryChunkByItsOwnLayers) {
   EXPECT_TRUE(perf::estimate_memory(m, four, big_device(), cache).fits());
 }
 
+// A search space of one TP and PP, ZeRO-1, micro-batch 1, flash attention
+// and the given recompute; the other knobs open.
+tune::SearchSpace fixed_space(int tp, int pp, Recompute rc) {
+  tune::SearchSpace sp;
+  sp.tp = {tp};
+  sp.pp = {pp};
+  sp.zero_stage = {1};
+  sp.micro_batch_size = {1};
+  sp.recompute = {rc};
+  sp.flash_attention = {true};
+  return sp;
+}
+
 TEST(StageLayers, SearchSpaceOffersVirtualStagesForEmbeddingHead) {
   // Llama 3 405B's shape: 126 layers + 2 over 16 stages: 1, 2, 4 or 8 chunks.
   ModelConfig m = gpt(126, 16384, 128, 8192, 128256);
-  tune::SearchSpace sp;
-  sp.tp = {8};
-  sp.pp = {16};
-  sp.zero_stage = {1};
-  sp.micro_batch_size = {1};
-  sp.recompute = {Recompute::none};
-  sp.flash_attention = {true};
+  tune::SearchSpace sp = fixed_space(8, 16, Recompute::none);
   sp.sequence_parallel = {true};
   sp.stage_counting = StageCounting::embedding_head;
   std::set<int> vpps;
@@ -273,13 +280,7 @@ TEST(StageLayers, SearchSpaceOffersVirtualStagesForEmbeddingHead) {
 TEST(StageLayers, PlannerEvaluatesAndSearchesSplits) {
   // 70 layers on 12 stages only split with the embedding and the head counted.
   ModelConfig m = gpt(70, 1024, 16, 1024, 50000);
-  tune::SearchSpace space;
-  space.tp = {1};
-  space.pp = {12};
-  space.zero_stage = {1};
-  space.micro_batch_size = {1};
-  space.recompute = {Recompute::full};
-  space.flash_attention = {true};
+  tune::SearchSpace space = fixed_space(1, 12, Recompute::full);
   space.vpp = {1};
   const tune::Plan even = tune::plan(m, big_device(), 24, 48, space);
   EXPECT_TRUE(even.ranked.empty());

@@ -126,6 +126,39 @@ void PipelineEngine<T>::complete_sends(bool all) {
 }
 
 template <class T>
+void PipelineEngine<T>::head_forward(ChunkStash& cs, const T* x, int mb, const StepBatch& batch, bool train,
+                                     StepStats& st) {
+  ShardedState<T>& S = *state_;
+  const int64_t N = bd_.N();
+  const Unit& lu = layout_.final_norm();
+  const Unit& wu = layout_.output_weight();
+  S.gather(lu);
+  S.gather(wu);
+  HeadGrads g;
+  if (train) {
+    S.begin_backward(lu);
+    S.begin_backward(wu);
+    // The final norm's weight, then its bias (LayerNorm only).
+    g = HeadGrads{S.grads(lu), m_.rmsnorm ? nullptr : S.grads(lu) + m_.hidden_size, S.grads(wu)};
+  }
+  const T* lw = S.weights(lu);
+  const double loss = head_forward_backward(train ? cs.head_dinput : nullptr, g, x, lw,
+                                            m_.rmsnorm ? nullptr : lw + m_.hidden_size, S.weights(wu),
+                                            batch.targets + mb * N, dloss_, head_scratch_, hd_, tp_);
+  if (train) {
+    S.end_backward(lu, ++backward_count_[layout_.index(lu)] == expected_[layout_.index(lu)]);
+    S.end_backward(wu, ++backward_count_[layout_.index(wu)] == expected_[layout_.index(wu)]);
+  }
+  S.release(lu);
+  S.release(wu);
+  if (mesh_.coord().tp == 0) {
+    st.loss_sum += loss;
+    st.loss_tokens += N;
+  }
+  cs.dx = cs.head_dinput;
+}
+
+template <class T>
 void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool train, StepStats& st) {
   const double t0 = now_s();
   ChunkStash& cs = stash(mb, c);
@@ -140,8 +173,8 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
     S.gather(wu);
     if (pu) S.gather(*pu);
     // A chunk of the embedding alone sends its output on.
-    embedding_forward(L > 0 ? cs.acts[0].input : cs.out.template as<T>(), scratch_.row_out, batch.tokens + mb * N, S.weights(wu),
-                      pu ? S.weights(*pu) : nullptr, ed_, tp_);
+    embedding_forward(L > 0 ? cs.acts[0].input : cs.out.template as<T>(), scratch_.row_out, batch.tokens + mb * N,
+                      S.weights(wu), pu ? S.weights(*pu) : nullptr, ed_, tp_);
     S.release(wu);
     if (pu) S.release(*pu);
   }
@@ -152,37 +185,9 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
     block_forward(block_weights(u, S.weights(u)), cs.acts[i], out, scratch_, bd_, tp_);
     S.release(u);
   }
-  if (head) {
-    const Unit& lu = layout_.final_norm();
-    const Unit& wu = layout_.output_weight();
-    S.gather(lu);
-    S.gather(wu);
-    HeadGrads g;
-    if (train) {
-      S.begin_backward(lu);
-      S.begin_backward(wu);
-      // The final norm's weight, then its bias (LayerNorm only).
-      g = HeadGrads{S.grads(lu), m_.rmsnorm ? nullptr : S.grads(lu) + m_.hidden_size, S.grads(wu)};
-    }
-    const T* lw = S.weights(lu);
-    // The head's input: the last block's output, or what a chunk of the head
-    // alone received.
-    const T* x = L > 0 ? discard_ : cs.input;
-    const double loss = head_forward_backward(train ? cs.head_dinput : nullptr, g, x, lw,
-                                              m_.rmsnorm ? nullptr : lw + m_.hidden_size, S.weights(wu),
-                                              batch.targets + mb * N, dloss_, head_scratch_, hd_, tp_);
-    if (train) {
-      S.end_backward(lu, ++backward_count_[layout_.index(lu)] == expected_[layout_.index(lu)]);
-      S.end_backward(wu, ++backward_count_[layout_.index(wu)] == expected_[layout_.index(wu)]);
-    }
-    S.release(lu);
-    S.release(wu);
-    if (mesh_.coord().tp == 0) {
-      st.loss_sum += loss;
-      st.loss_tokens += N;
-    }
-    cs.dx = cs.head_dinput;
-  }
+  // The head's input: the last block's output, or what a chunk of the head
+  // alone received.
+  if (head) head_forward(cs, L > 0 ? discard_ : cs.input, mb, batch, train, st);
   const double dt = now_s() - t0;
   st.compute_s += dt;
   st.forward_s += dt;

@@ -65,6 +65,9 @@ class PipelineEngine {
  private:
   struct ChunkStash;
   void forward(int mb, int c, const StepBatch& batch, bool train, StepStats& st);
+  // The head of micro-batch mb on input x ([Ns, h]): loss, and in training
+  // its gradients and the input gradient (cs.dx), in one pass.
+  void head_forward(ChunkStash& cs, const T* x, int mb, const StepBatch& batch, bool train, StepStats& st);
   void backward(int mb, int c, const StepBatch& batch, StepStats& st);
   void run(const StepBatch& batch, bool train, float dloss, StepStats& st);
   ChunkStash& stash(int mb, int c);
