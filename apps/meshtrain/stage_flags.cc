@@ -13,7 +13,8 @@ void add_stage_flags(CLI::App* cmd, StageFlags& f, const std::string& group, boo
       ->group(group);
   cmd->add_option("--pipeline-layer-counting", f.counting,
                   "transformer, or embedding-head: the embedding and the head count as one layer each when the "
-                  "layers are split over the stages (Megatron-DeepSpeed)")
+                  "layers are split over the (virtual) stages (Megatron-DeepSpeed; Megatron-core's "
+                  "--account-for-embedding/loss-in-pipeline-split)")
       ->capture_default_str()->group(group);
   cmd->add_flag("--account-for-embedding-in-pipeline-split", f.account_embedding,
                 "Count the embedding as one layer in the pipeline split (Megatron-core; needs "
