@@ -17,7 +17,7 @@
 // (not out-of-memory) row does not fit are excluded while any other exists.
 //
 // Per-profile efficiency (one software generation on one system): the rows
-// of profile P, of family F (FrameworkProfile::family: the code base P is a
+// of profile P, of family F (FrameworkProfile::family: the runtime P is a
 // release of) on a system are fitted with the nested objective
 //   O_F = (n_F x objective(F's rows) + k x objective(all the system's rows)) / (n_F + k)
 //   O_P = (n_P x objective(P's rows) + k x O_F) / (n_P + k)
