@@ -77,10 +77,11 @@ std::vector<FrameworkProfile> build() {
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
            "reduction; activation checkpointing full or none"),
-      make("fsdp-2022", "pytorch-fsdp", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
+      make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
            "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
-           "reduce-scattered in fp16 overlapping the backward"),
+           "reduce-scattered in fp16 overlapping the backward; activation checkpointing of any subset of the blocks "
+           "(apply_activation_checkpointing's check_fn, as IBM's every-n-th-block scheme uses)"),
       make("torchtitan-2024", "pytorch-fsdp", {false, true, true, true, true}, {3}, torchtitan,
            "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
            "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
