@@ -123,17 +123,17 @@ TEST(ProfileEfficiency, WithOneSourcePerProfileTheFoldFallsBackToThePooledFit) {
 // Two framework families on one system: the Megatron family's sources
 // report 30% more than the FSDP family's for the same layouts. Held out, a
 // Megatron release that no other source ran (megatron-lm-2021) takes its
-// family's point, fitted on the other Megatron release's rows, not the
+// family's point, fitted on the other Megatron-LM release's rows, not the
 // system's pooled point: far closer than one pooled fit.
 TEST(ProfileEfficiency, AProfileWithoutRowsTakesItsFamilysPoint) {
   std::string text = kHeader;
   for (int tp : {1, 2}) {
     text += row(fmt::format("a-{}", tp), "a", "megatron-lm-2021", tp, 16 / tp, 78);
-    text += row(fmt::format("b-{}", tp), "b", "megatron-deepspeed-2023", tp, 16 / tp, 78);
+    text += row(fmt::format("b-{}", tp), "b", "megatron-lm-2022", tp, 16 / tp, 78);
     text += row(fmt::format("c-{}", tp), "c", "fsdp-2022", tp, 16 / tp, 60);
     text += row(fmt::format("d-{}", tp), "d", "torchtitan-2024", tp, 16 / tp, 60);
   }
-  ASSERT_EQ(perf::framework_profile("megatron-lm-2021").family, perf::framework_profile("megatron-deepspeed-2023").family);
+  ASSERT_EQ(perf::framework_profile("megatron-lm-2021").family, perf::framework_profile("megatron-lm-2022").family);
   ASSERT_NE(perf::framework_profile("megatron-lm-2021").family, perf::framework_profile("fsdp-2022").family);
   std::istringstream in(text);
   const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));

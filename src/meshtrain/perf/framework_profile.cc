@@ -48,11 +48,12 @@ std::vector<FrameworkProfile> build() {
   const PerfOptions none;
   PerfOptions torchtitan = overlapping(true, false, false, false, fsdp2_fp32);
   torchtitan.op_level_selective = true;
-  // Families: Megatron-LM, Megatron-DeepSpeed (a fork of Megatron-LM that
-  // keeps its tensor-parallel layers and fused softmax/bias-GELU kernels) and
-  // Megatron-Core (Megatron-LM's library since 2023) are one code base;
-  // FairScale/PyTorch FSDP and torchtitan run PyTorch's eager or compiled
-  // kernels under FSDP; DeepSpeed ZeRO-3 wraps a user's PyTorch model.
+  // Families: the runtime that drives a step. Megatron-LM and Megatron-Core
+  // (its library since 2023) run Megatron's own pipeline schedules, gradient
+  // reduction and optimizer; Megatron-DeepSpeed keeps Megatron's layers but
+  // runs DeepSpeed's PipelineEngine and ZeRO optimizer; FairScale/PyTorch
+  // FSDP and torchtitan run PyTorch's eager or compiled kernels under FSDP;
+  // DeepSpeed ZeRO-3 wraps a user's PyTorch model.
   std::vector<FrameworkProfile> v = {
       make("megatron-lm-2021", "megatron", {true, false, false, false, false}, {0}, none,
            "Megatron-LM as of Narayanan et al. SC21: interleaved 1F1B added there; sequence parallelism, selective "
@@ -61,11 +62,11 @@ std::vector<FrameworkProfile> build() {
       make("megatron-lm-2022", "megatron", {true, true, true, true, false}, {0}, none,
            "Megatron-LM v3.0 (Korthikanti et al. 2022): --sequence-parallel, --recompute-granularity selective; "
            "no distributed optimizer in the published runs, no flash attention (added 2023)"),
-      make("megatron-deepspeed-2021", "megatron", {false, false, false, false, false}, {0, 1}, none,
+      make("megatron-deepspeed-2021", "megatron-deepspeed", {false, false, false, false, false}, {0, 1}, none,
            "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
            "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
            "Megatron's 2021 tensor parallelism without sequence parallelism"),
-      make("megatron-deepspeed-2023", "megatron", {false, false, false, false, true}, {0, 1}, none,
+      make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),
       make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
@@ -76,10 +77,11 @@ std::vector<FrameworkProfile> build() {
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
            "reduction; activation checkpointing full or none"),
-      make("fsdp-2022", "pytorch-fsdp", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
+      make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
            "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
-           "reduce-scattered in fp16 overlapping the backward"),
+           "reduce-scattered in fp16 overlapping the backward; activation checkpointing of any subset of the blocks "
+           "(apply_activation_checkpointing's check_fn, as IBM's every-n-th-block scheme uses)"),
       make("torchtitan-2024", "pytorch-fsdp", {false, true, true, true, true}, {3}, torchtitan,
            "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
            "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "

@@ -18,6 +18,12 @@ namespace {
 constexpr double kFlash[] = {0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7};
 constexpr int kNumFlash = sizeof(kFlash) / sizeof(kFlash[0]);
 
+// log(predicted / reported)^2 for a relative error predicted / reported - 1.
+double squared_log_ratio(double error) {
+  const double l = std::log1p(error);
+  return l * l;
+}
+
 // Every row predicted at every grid point: at[g][i] for rows[i].
 struct GridResults {
   std::vector<EfficiencyPoint> grid;
@@ -68,29 +74,26 @@ struct Score {
   double objective = 0;
 };
 
-// The fit's objective over `idx` at grid point p.
+// The fit's objective over `idx` at grid point p: the mean squared log
+// ratio of predicted to reported (validate_cv.h).
 Score score(const GridResults& g, size_t p, const std::vector<size_t>& idx) {
   Score s;
-  double sq = 0, mx = 0;
+  double sq = 0;
   for (size_t i : idx) {
     const RowResult& r = g.at[p][i];
     if (!r.expected_oom && !r.prediction.fits) s.fits = false;
     if (!r.compared) continue;
-    sq += r.error * r.error;
-    mx = std::max(mx, std::fabs(r.error));
+    sq += squared_log_ratio(r.error);
     ++s.compared;
   }
-  s.objective = s.compared ? sq / s.compared + 0.5 * mx * mx : 0;
+  s.objective = s.compared ? sq / s.compared : 0;
   return s;
 }
 
 double objective_of(const std::vector<double>& errors) {
-  double sq = 0, mx = 0;
-  for (double e : errors) {
-    sq += e * e;
-    mx = std::max(mx, std::fabs(e));
-  }
-  return errors.empty() ? 0 : sq / double(errors.size()) + 0.5 * mx * mx;
+  double sq = 0;
+  for (double e : errors) sq += squared_log_ratio(e);
+  return errors.empty() ? 0 : sq / double(errors.size());
 }
 
 // The grid point that minimizes a nested, shrunk objective over
