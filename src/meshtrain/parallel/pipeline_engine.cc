@@ -10,7 +10,7 @@ namespace meshtrain {
 
 template <class T>
 struct PipelineEngine<T>::ChunkStash {
-  Buffer mem;                       // every block's stash, then the head's
+  Buffer mem;                       // every block's stash, a chunk of the head alone its input, then the head's
   std::vector<BlockActs<T>> acts;   // per block of the chunk
   T* input = nullptr;               // where the chunk's input is received (none on virtual stage 0)
   T* head_dinput = nullptr;

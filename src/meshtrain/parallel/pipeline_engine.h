@@ -6,6 +6,10 @@
 //
 // Activations move between stages with MPI point-to-point calls: sends are
 // non-blocking (their buffers live until completion), receives block.
+// Each chunk runs its own number of blocks (Layout::chunk_layers, which may
+// be 0: a chunk of the embedding alone writes its output straight into the
+// send buffer, a chunk of the head alone keeps its received input in its
+// stash for the head).
 #pragma once
 
 #include <cstdint>
