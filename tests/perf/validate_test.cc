@@ -119,7 +119,7 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 6.9%, max 42.3%): held as a regression guard, not a target.
+// (median 7.2%, max 35.8%): held as a regression guard, not a target.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
@@ -127,7 +127,7 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   EXPECT_EQ(cv.held_out.all.rows, 128);
   EXPECT_EQ(cv.sources.size(), 19u);
   EXPECT_LE(cv.held_out.all.median_abs_error, 0.08);
-  EXPECT_LE(cv.held_out.all.max_abs_error, 0.45);
+  EXPECT_LE(cv.held_out.all.max_abs_error, 0.40);
   // Every published run fits; one of the three layouts BigScience reported
   // out of memory is predicted to fit (76.5 GiB of 80).
   EXPECT_TRUE(cv.held_out.not_fitting.empty());
