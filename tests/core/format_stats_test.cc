@@ -39,6 +39,7 @@ TEST(Stats, Spearman) {
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
   // Ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3): 4.5 / sqrt(4.5 x 5).
   EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 2, 3, 4}), 4.5 / std::sqrt(4.5 * 5), 1e-12);
+  EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {2, 1, 4, 3, 5}), 0.8, 1e-12);  // 1 - 6 x 4 / (5 x 24)
   EXPECT_DOUBLE_EQ(spearman({1, 1, 1}, {1, 2, 3}), 0.0);
   EXPECT_DOUBLE_EQ(spearman({1}, {1}), 0.0);
 }

@@ -95,14 +95,6 @@ Grid parse_grid(std::string_view spec) {
 
 ModelConfig sweep_model(const std::string& model, const std::vector<std::string>& extra) {
   ModelConfig m = load_model_config(model);
-  const std::pair<const char*, int ModelConfig::*> shape[] = {
-      {"--num-layers", &ModelConfig::num_layers},
-      {"--hidden-size", &ModelConfig::hidden_size},
-      {"--num-attention-heads", &ModelConfig::num_attention_heads},
-      {"--ffn-hidden-size", &ModelConfig::ffn_hidden_size},
-      {"--seq-length", &ModelConfig::seq_length},
-      {"--max-position-embeddings", &ModelConfig::max_position_embeddings},
-      {"--vocab-size", &ModelConfig::vocab_size}};
   for (size_t i = 0; i < extra.size(); ++i) {
     std::string flag = extra[i], value;
     const size_t eq = flag.find('=');
@@ -112,7 +104,7 @@ ModelConfig sweep_model(const std::string& model, const std::vector<std::string>
     } else if (i + 1 < extra.size()) {
       value = extra[i + 1];
     }
-    for (const auto& [name, field] : shape)
+    for (const auto& [name, field] : kShapeFlags)
       if (flag == name) {
         check(is_positive_int(value), "{} needs a positive integer (got '{}')", name, value);
         m.*field = std::stoi(value);

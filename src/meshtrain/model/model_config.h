@@ -65,6 +65,20 @@ struct ModelConfig {
   void validate() const;
 };
 
+// Megatron-LM's command-line flag of each integer shape field (read by the
+// launch scripts and by `sweep`).
+struct ShapeFlag {
+  const char* flag;
+  int ModelConfig::*field;
+};
+inline constexpr ShapeFlag kShapeFlags[] = {{"--num-layers", &ModelConfig::num_layers},
+                                            {"--hidden-size", &ModelConfig::hidden_size},
+                                            {"--num-attention-heads", &ModelConfig::num_attention_heads},
+                                            {"--ffn-hidden-size", &ModelConfig::ffn_hidden_size},
+                                            {"--seq-length", &ModelConfig::seq_length},
+                                            {"--max-position-embeddings", &ModelConfig::max_position_embeddings},
+                                            {"--vocab-size", &ModelConfig::vocab_size}};
+
 void to_json(nlohmann::json& j, const ModelConfig& m);
 void from_json(const nlohmann::json& j, ModelConfig& m);
 

@@ -24,17 +24,9 @@ std::string joined(const std::vector<std::string>& args) {
 std::vector<std::string> shape_args(const LaunchSpec& s) {
   const ModelConfig& m = s.model_config;
   const ModelConfig preset = s.model.empty() ? ModelConfig{} : load_model_config(s.model);
-  const std::pair<const char*, int ModelConfig::*> fields[] = {
-      {"--num-layers", &ModelConfig::num_layers},
-      {"--hidden-size", &ModelConfig::hidden_size},
-      {"--num-attention-heads", &ModelConfig::num_attention_heads},
-      {"--ffn-hidden-size", &ModelConfig::ffn_hidden_size},
-      {"--seq-length", &ModelConfig::seq_length},
-      {"--max-position-embeddings", &ModelConfig::max_position_embeddings},
-      {"--vocab-size", &ModelConfig::vocab_size}};
   std::vector<std::string> a;
   if (!s.model.empty()) a = {"--model", s.model};
-  for (const auto& [flag, field] : fields)
+  for (const auto& [flag, field] : kShapeFlags)
     if (m.*field != preset.*field && m.*field > 0) a.insert(a.end(), {flag, std::to_string(m.*field)});
   return a;
 }
