@@ -22,7 +22,11 @@ build: deps
 audit: build
 	@scripts/audit-deps $(BUILD)
 
-test: build audit fuzz-build
+# The tests include short seeded libFuzzer runs: clang and libFuzzer are
+# installed for them (scripts/install-deps --fuzz).
+test: build audit
+	@scripts/install-deps --fuzz
+	@$(MAKE) --no-print-directory fuzz-build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 demo: build
