@@ -213,24 +213,34 @@ TEST(ProfileEfficiency, OpLevelSelectiveCheckpointingKeepsEveryOtherMatmul) {
   EXPECT_LT(t_titan, t_full);
 }
 
+// Stage 0's memory on a DGX A100 80GB in bf16 with full recompute: as the
+// engine runs the layout, and as `profile` runs it.
+struct EngineAndProfile {
+  perf::MemoryBytes engine, profile;
+};
+EngineAndProfile stage0_memory(const std::string& model, int tp, int pp, int dp, int zero, int gbs,
+                               const std::string& profile) {
+  ParallelConfig p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.zero_stage = zero;
+  p.micro_batch_size = 1;
+  p.global_batch_size = gbs;
+  p.recompute = Recompute::full;
+  p.bf16 = true;
+  const ModelConfig m = load_model_config(model);
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  return {perf::stage_memory(m, p, s, 0, cache, perf::PerfOptions{}),
+          perf::stage_memory(m, p, s, 0, cache, perf::framework_profile(profile).options)};
+}
+
 // FSDP keeps the fp32 parameters it shards (the optimizer's copy) and casts
 // to bf16 when gathering: 16 bytes per element, not the engine's 18.
 TEST(ProfileEfficiency, FsdpKeepsFp32ShardsWithoutAMasterCopy) {
-  const ModelConfig m = load_model_config("llama2-13b");
-  ParallelConfig p;
-  p.dp = 8;
-  p.zero_stage = 3;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 8;
-  p.recompute = Recompute::full;
-  p.bf16 = true;
-  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
-  perf::PerfCache cache;
-  perf::PerfOptions engine;
-  const perf::PerfOptions fsdp = perf::framework_profile("torchtitan-2024").options;
-  ASSERT_TRUE(fsdp.zero.fp32_sharded_parameters);
-  const perf::MemoryBytes a = perf::stage_memory(m, p, s, 0, cache, engine);
-  const perf::MemoryBytes b = perf::stage_memory(m, p, s, 0, cache, fsdp);
+  ASSERT_TRUE(perf::framework_profile("torchtitan-2024").options.zero.fp32_sharded_parameters);
+  const auto [a, b] = stage0_memory("llama2-13b", 1, 1, 8, 3, 8, "torchtitan-2024");
   EXPECT_DOUBLE_EQ(b.parameters, 2 * a.parameters);
   EXPECT_DOUBLE_EQ(b.gradients, a.gradients);
   EXPECT_NEAR(b.parameters + b.gradients + b.optimizer, (a.parameters + a.gradients + a.optimizer) * 16 / 18,
@@ -240,23 +250,9 @@ TEST(ProfileEfficiency, FsdpKeepsFp32ShardsWithoutAMasterCopy) {
 // DeepSpeed's engine keeps 16-bit gradients (ZeRO paper: 2 + 2 + 12 bytes
 // per element at ZeRO-0): half the engine's fp32 gradients, nothing else.
 TEST(ProfileEfficiency, DeepSpeedKeepsSixteenBitGradients) {
-  const ModelConfig m = load_model_config("22b");
-  ParallelConfig p;
-  p.tp = 8;
-  p.pp = 2;
-  p.dp = 4;
-  p.zero_stage = 1;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 64;
-  p.recompute = Recompute::full;
-  p.bf16 = true;
-  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
-  perf::PerfCache cache;
-  const perf::PerfOptions ds = perf::framework_profile("megatron-deepspeed-2021").options;
-  ASSERT_TRUE(ds.model_dtype_gradients);
+  ASSERT_TRUE(perf::framework_profile("megatron-deepspeed-2021").options.model_dtype_gradients);
   ASSERT_FALSE(perf::framework_profile("megatron-lm-2022").options.model_dtype_gradients);
-  const perf::MemoryBytes a = perf::stage_memory(m, p, s, 0, cache, perf::PerfOptions{});
-  const perf::MemoryBytes b = perf::stage_memory(m, p, s, 0, cache, ds);
+  const auto [a, b] = stage0_memory("22b", 8, 2, 4, 1, 64, "megatron-deepspeed-2021");
   EXPECT_GT(a.gradients, 0);
   EXPECT_DOUBLE_EQ(b.gradients, a.gradients / 2);
   EXPECT_DOUBLE_EQ(b.parameters, a.parameters);
