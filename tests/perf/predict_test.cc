@@ -192,6 +192,39 @@ TEST(SystemSpec, EveryDescribedSystemLoadsAndCitesSources) {
   EXPECT_THROW(load_system_spec("no-such-system"), Error);
 }
 
+// Wave quantization: tiles of 256 x 128 (either way) or 128 x 128 run 108
+// at a time; the best choice's share of useful tile slots.
+TEST(SystemSpec, WaveQuantizationCountsIdleTileSlots) {
+  SystemSpec s = load_system_spec("dgx-a100-80gb");
+  s.compute.gemm_units = 108;
+  s.compute.gemm_tile = {256, 128};
+  EXPECT_DOUBLE_EQ(s.gemm_wave_utilization(256 * 9, 128 * 12), 1.0);  // 108 tiles: one full wave
+  // 2048 x 1792: 112 large tiles (2 waves, 112 / 216) or 224 square ones
+  // (3 waves, 224 / 324): the square tiles waste less.
+  EXPECT_NEAR(s.gemm_wave_utilization(2048, 1792), 224.0 / 324, 1e-12);
+  // A partial tile counts its padding as waste: 100 x 100 in one 128 x 128 tile.
+  EXPECT_NEAR(s.gemm_wave_utilization(100, 100), 1e4 / (108.0 * 128 * 128), 1e-12);
+  s.compute.gemm_units = 0;
+  EXPECT_DOUBLE_EQ(s.gemm_wave_utilization(2048, 1792), 1.0);
+  // Priced in the step: a layout whose matmul outputs fill the waves badly
+  // runs its compute slower when the waves are modelled.
+  const ModelConfig m = load_model_config("175b");
+  ParallelConfig p = frontier_175b();
+  p.tp = 8;
+  p.pp = 8;
+  p.dp = 1;
+  p.global_batch_size = 64;
+  SystemSpec waves = s;
+  waves.compute.gemm_units = 108;
+  const Prediction off = predict(m, p, s, 64), on = predict(m, p, waves, 64);
+  EXPECT_GT(on.time.compute, 1.02 * off.time.compute);
+  EXPECT_LT(on.time.compute, 1.6 * off.time.compute);
+  nlohmann::json j = waves;
+  EXPECT_EQ(j.get<SystemSpec>().compute.gemm_units, 108);
+  waves.compute.gemm_units = -1;
+  EXPECT_THROW(waves.validate(), Error);
+}
+
 TEST(Curve, InterpolatesInLogSize) {
   const Curve c({{64, 0.2}, {256, 0.6}});
   EXPECT_DOUBLE_EQ(c(32), 0.2);

@@ -259,6 +259,31 @@ TEST(ProfileEfficiency, DeepSpeedKeepsSixteenBitGradients) {
   EXPECT_DOUBLE_EQ(b.optimizer, a.optimizer);
 }
 
+// ... and reduces them as they are at the step's end: the ZeRO-1
+// reduce-scatter moves 2 bytes per element, not the engine's 4.
+TEST(ProfileEfficiency, DeepSpeedReducesSixteenBitGradients) {
+  ParallelConfig p;
+  p.tp = 8;
+  p.pp = 2;
+  p.dp = 4;
+  p.zero_stage = 1;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 64;
+  p.recompute = Recompute::full;
+  p.bf16 = true;
+  const ModelConfig m = load_model_config("22b");
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  const perf::StepCosts a = perf::step_costs(m, p, s, perf::PerfOptions{}, cache);
+  const perf::StepCosts b =
+      perf::step_costs(m, p, s, perf::framework_profile("megatron-deepspeed-2021").options, cache);
+  const double ga = a.grad_reduce_s[0][0], gb = b.grad_reduce_s[0][0];
+  EXPECT_GT(ga, 0);
+  EXPECT_LT(gb, 0.6 * ga);  // half the bytes, the same latency
+  EXPECT_GT(gb, 0.4 * ga);
+  EXPECT_DOUBLE_EQ(b.param_gather_s[0], a.param_gather_s[0]);  // bf16 parameters either way
+}
+
 // torchtitan's tensor parallelism always runs the norms sequence-parallel:
 // a row with TP and a blank seq_parallel is planned with SP only.
 TEST(ProfileEfficiency, TorchtitanTensorParallelismIsSequenceParallel) {

@@ -53,6 +53,18 @@ bool rate(double v) { return std::isfinite(v) && v >= kMinFigure; }
 
 }  // namespace
 
+double SystemSpec::gemm_wave_utilization(double rows, double cols) const {
+  const int units = compute.gemm_units;
+  if (units <= 0 || rows <= 0 || cols <= 0) return 1;
+  auto utilization = [&](double tr, double tc) {
+    const double tiles = std::ceil(rows / tr) * std::ceil(cols / tc);
+    const double waves = std::ceil(tiles / units);
+    return rows * cols / (waves * units * tr * tc);
+  };
+  const double a = compute.gemm_tile[0], b = compute.gemm_tile[1];
+  return std::max({utilization(a, b), utilization(b, a), utilization(b, b)});
+}
+
 void SystemSpec::validate() const {
   check(!name.empty(), "system: name is missing");
   check(devices_per_node >= 1, "system {}: devices_per_node must be positive", name);
@@ -89,6 +101,8 @@ void SystemSpec::validate() const {
     check_efficiency(Curve(compute.attention_matmul_efficiency), name, "attention matmul");
   check(finite_nonneg(compute.kernel_overhead_s) && finite_nonneg(compute.action_overhead_s),
         "system {}: kernel and action overheads must be finite and not negative", name);
+  check(compute.gemm_units >= 0 && compute.gemm_tile[0] >= 1 && compute.gemm_tile[1] >= 1,
+        "system {}: gemm_units must be at least 0 and gemm_tile two sizes of at least 1", name);
   check(finite_nonneg(memory.reserved_bytes) && memory.reserved_bytes < memory.hbm_bytes,
         "system {}: reserved memory must be at least 0 and below the device's memory", name);
   check(finite_nonneg(memory.fragmentation), "system {}: fragmentation must be finite and not negative", name);
@@ -165,6 +179,8 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
     us = 0;
     get(c, "action_overhead_us", us);
     s.compute.action_overhead_s = us * 1e-6;
+    get(c, "gemm_units", s.compute.gemm_units);
+    get(c, "gemm_tile", s.compute.gemm_tile);
   }
   if (j.contains("memory")) {
     const auto& m = j.at("memory");
@@ -250,7 +266,9 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"flash_attention_efficiency", s.compute.flash_attention_efficiency},
         {"attention_matmul_efficiency", s.compute.attention_matmul_efficiency},
         {"kernel_overhead_us", s.compute.kernel_overhead_s * 1e6},
-        {"action_overhead_us", s.compute.action_overhead_s * 1e6}}},
+        {"action_overhead_us", s.compute.action_overhead_s * 1e6},
+        {"gemm_units", s.compute.gemm_units},
+        {"gemm_tile", s.compute.gemm_tile}}},
       {"memory",
        {{"hbm_gib", s.memory.hbm_bytes / 1073741824.0},
         {"bandwidth_gbs", s.memory.bandwidth_gbs},

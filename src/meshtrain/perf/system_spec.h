@@ -69,6 +69,11 @@ struct ComputeSpec {
   double attention_matmul_efficiency = 0.0; // non-flash score GEMMs; 0: matmul curve at head_dim
   double kernel_overhead_s = 0;    // launch and synchronization cost per kernel
   double action_overhead_s = 0;    // host-side cost per forward or backward of one chunk
+  // Wave quantization: a GEMM's output is cut into tiles that run `gemm_units`
+  // at a time (SMs, CUs), so the last wave may leave units idle. 0: not
+  // modelled (CPUs). JSON "gemm_units", "gemm_tile": [rows, cols].
+  int gemm_units = 0;
+  std::array<int, 2> gemm_tile = {256, 128};
 };
 
 // Efficiency data of one software generation (a framework profile,
@@ -125,6 +130,11 @@ struct SystemSpec {
   const Curve& matmul_efficiency(bool bf16) const {
     return bf16 ? compute.matmul_efficiency_bf16 : compute.matmul_efficiency_fp32;
   }
+  // Fraction of the tile slots of a [rows, cols] GEMM output that hold
+  // useful elements: tiles of gemm_tile (either orientation, the better one,
+  // as a library's heuristic would pick) run in waves of gemm_units; partial
+  // tiles and a partial last wave waste the rest. 1 when not modelled.
+  double gemm_wave_utilization(double rows, double cols) const;
 
   // Throws Error naming the first inconsistent field.
   void validate() const;

@@ -37,9 +37,22 @@ struct Pricer {
   }
 
   double peak() const { return s.peak_flops(p.bf16); }
+  // A [rows, inner] x [inner, cols] matmul: the efficiency of its smallest
+  // dimension, times the share of tile slots its output fills.
   double gemm(double rows, double inner, double cols) const {
-    const double eff = s.matmul_efficiency(p.bf16)(std::min({rows, inner, cols}));
+    const double eff =
+        s.matmul_efficiency(p.bf16)(std::min({rows, inner, cols})) * s.gemm_wave_utilization(rows, cols);
     return 2 * rows * inner * cols / (peak() * eff) + s.compute.kernel_overhead_s;
+  }
+  // Its backward: the input gradient [rows, cols] x [cols, inner] and the
+  // weight gradient [inner, rows] x [rows, cols]; the same smallest
+  // dimension, so twice the forward where waves are not modelled.
+  double gemm_backward(double rows, double inner, double cols) const {
+    if (s.compute.gemm_units <= 0) return 2 * gemm(rows, inner, cols);
+    const double flops = 2 * rows * inner * cols;
+    const double t = flops / (peak() * s.matmul_efficiency(p.bf16)(std::min({rows, inner, cols})));
+    return t / s.gemm_wave_utilization(rows, inner) + t / s.gemm_wave_utilization(inner, cols) +
+           2 * s.compute.kernel_overhead_s;
   }
   double memory(double bytes) const {
     return bytes / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) + s.compute.kernel_overhead_s;
@@ -52,11 +65,19 @@ struct Pricer {
   }
 
   // --- one transformer block, one micro-batch ---
-  double block_gemm_forward() const {
+  // The block's four matmuls (QKV, output projection, MLP in and out) as
+  // `price` (gemm or gemm_backward) costs them.
+  template <typename Price>
+  double block_gemms(Price price) const {
     const double kv = double(m.kv_heads()) * m.head_dim();
-    double g = gemm(n, h, (h + 2 * kv) / t) + gemm(n, h / t, h);
-    g += m.gated_mlp ? gemm(n, h, 2 * f / t) + gemm(n, f / t, h) : gemm(n, h, f / t) + gemm(n, f / t, h);
-    return g;
+    const double mlp_in = m.gated_mlp ? 2 * f / t : f / t;
+    return price(n, h, (h + 2 * kv) / t) + price(n, h / t, h) + price(n, h, mlp_in) + price(n, f / t, h);
+  }
+  double block_gemm_forward() const {
+    return block_gemms([this](double r, double i, double c) { return gemm(r, i, c); });
+  }
+  double block_gemm_backward() const {
+    return block_gemms([this](double r, double i, double c) { return gemm_backward(r, i, c); });
   }
   double attention_forward() const {
     const double full = attention_core_flops_per_token(m) * n / t;
@@ -157,11 +178,11 @@ struct Pricer {
     double tp_bytes;  // sent per micro-batch
   };
   Block block(bool recomputed) const {
-    const double gf = block_gemm_forward();
+    const double gf = block_gemm_forward(), gb = block_gemm_backward();
     const double fwd_compute = gf + attention_forward() + block_memory_forward();
-    double bwd_compute = 2 * gf + attention_backward() + block_memory_backward();
+    double bwd_compute = gb + attention_backward() + block_memory_backward();
     const double pass = block_tp_pass();
-    double bwd_tp = exposed_tp(pass + block_sp_regather(), 2 * gf);
+    double bwd_tp = exposed_tp(pass + block_sp_regather(), gb);
     double bytes = 2 * block_tp_pass_bytes() + block_sp_regather_bytes();
     if (recomputed) {
       bwd_compute += fwd_compute;
@@ -201,13 +222,13 @@ struct Pricer {
   Block head() const {
     Block b{};
     const double v = double(m.padded_vocab()) / t;
-    const double logits = gemm(n, h, v);
+    const double logits = gemm(n, h, v), logits_backward = gemm_backward(n, h, v);
     // Cross-entropy in fp32 over this rank's vocabulary slice: convert,
     // max, exp-sum, normalize forward (4e + 16 bytes per logit), softmax
     // minus one-hot and convert back backward (2e + 8).
     const double loss_fwd = memory(n * v * (4 * e + 16)), loss_bwd = memory(n * v * (2 * e + 8));
     b.cost.forward_compute_s = memory(norm_forward_bytes()) + logits + loss_fwd +    // norm, GEMM, loss
-                               loss_bwd + 2 * logits + memory(norm_backward_bytes(false));  // backward
+                               loss_bwd + logits_backward + memory(norm_backward_bytes(false));  // backward
     if (t > 1) {
       double c = 3 * tp(Collective::all_reduce, n * 4);  // max, sum, target logit
       double bytes = 3 * tp_sent(Collective::all_reduce, n * 4);
@@ -218,7 +239,7 @@ struct Pricer {
         c += tp(Collective::reduce_scatter, n * h * e);
         bytes += tp_sent(Collective::reduce_scatter, n * h * e);
       }
-      b.cost.forward_tp_s = exposed_tp(c, 3 * logits);
+      b.cost.forward_tp_s = exposed_tp(c, logits + logits_backward);
       b.tp_bytes = bytes;
     }
     return b;
@@ -350,12 +371,15 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
         cc.backward_dp_s += overlapped(ag, cc.backward_compute_s, units);
         dp_bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes);
       }
+      // Step-end reduction: fp32 gradients (Megatron's main_grad), or the
+      // 16-bit gradients a DeepSpeed engine holds and reduces as they are.
+      const double step_gbytes = o.model_dtype_gradients ? pbytes : 4;
       if (p.zero_stage == 0) {
-        r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * 4);
-        dp_bytes += dp_sent(Collective::all_reduce, numel * 4);
+        r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * step_gbytes);
+        dp_bytes += dp_sent(Collective::all_reduce, numel * step_gbytes);
       } else if (p.zero_stage == 1) {
-        r.grad_reduce_s[st][c] = dp_time(Collective::reduce_scatter, numel * 4);
-        dp_bytes += dp_sent(Collective::reduce_scatter, numel * 4);
+        r.grad_reduce_s[st][c] = dp_time(Collective::reduce_scatter, numel * step_gbytes);
+        dp_bytes += dp_sent(Collective::reduce_scatter, numel * step_gbytes);
       }
       cc.forward_compute_s += s.compute.action_overhead_s;
       cc.backward_compute_s += s.compute.action_overhead_s;
