@@ -284,6 +284,34 @@ TEST(ProfileEfficiency, DeepSpeedReducesSixteenBitGradients) {
   EXPECT_DOUBLE_EQ(b.param_gather_s[0], a.param_gather_s[0]);  // bf16 parameters either way
 }
 
+// Megatron-DeepSpeed 2021 pays a host cost per layer pass: a chunk of L
+// fully recomputed layers costs L passes more forward and 2 L more backward
+// (recompute and backward) per micro-batch, nothing else changes.
+TEST(ProfileEfficiency, MegatronDeepSpeedPaysPerLayerPass) {
+  const perf::PerfOptions& ds = perf::framework_profile("megatron-deepspeed-2021").options;
+  ASSERT_GT(ds.layer_pass_overhead_s, 0);
+  EXPECT_EQ(perf::framework_profile("megatron-deepspeed-2023").options.layer_pass_overhead_s, 0);
+  EXPECT_EQ(perf::framework_profile("megatron-lm-2021").options.layer_pass_overhead_s, 0);
+  ParallelConfig p;
+  p.tp = 8;
+  p.pp = 4;
+  p.dp = 1;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 8;
+  p.recompute = Recompute::full;
+  p.bf16 = true;
+  const ModelConfig m = load_model_config("22b");  // 48 layers: 12 a stage
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  perf::PerfOptions plain = ds;
+  plain.layer_pass_overhead_s = 0;
+  const perf::StepCosts a = perf::step_costs(m, p, s, plain, cache), b = perf::step_costs(m, p, s, ds, cache);
+  const double x = ds.layer_pass_overhead_s;
+  EXPECT_NEAR(b.chunks[1].forward_compute_s - a.chunks[1].forward_compute_s, 12 * x, 1e-12);
+  EXPECT_NEAR(b.chunks[1].backward_compute_s - a.chunks[1].backward_compute_s, 24 * x, 1e-12);
+  EXPECT_DOUBLE_EQ(b.chunks[1].forward_tp_s, a.chunks[1].forward_tp_s);
+}
+
 // torchtitan's tensor parallelism always runs the norms sequence-parallel:
 // a row with TP and a blank seq_parallel is planned with SP only.
 TEST(ProfileEfficiency, TorchtitanTensorParallelismIsSequenceParallel) {

@@ -61,6 +61,16 @@ struct PerfOptions {
   // SC20, Sec. 3.1: 2 bytes of parameters and 2 of gradients per element,
   // 12 of optimizer state), instead of the engine's fp32 gradients.
   bool model_dtype_gradients = false;
+  // Host time per transformer layer per pass (forward, recompute, backward)
+  // that the GPU work does not hide, per micro-batch: a cost that favours
+  // fewer, larger micro-batches and fewer layers per rank. Megatron-
+  // DeepSpeed 2021-22: 2 ms, from BigScience's micro-batch sweeps of the
+  // 181B prototype on 02-21 (chronicles-prequel.md, "48 node contenders":
+  // TP 8, PP 12 and PP 6, micro-batch 1 to 4 at global batch 2,048; the
+  // per-micro-batch cost that makes the model's micro-batch 1 to 4 ratio
+  // match is 43 ms on 6 layers and 80 ms on 12, 2.4 and 2.2 ms per layer
+  // pass with full recompute). Engine and other frameworks: 0.
+  double layer_pass_overhead_s = 0;
   ZeroRuntime zero;
 };
 

@@ -179,8 +179,8 @@ struct Pricer {
   };
   Block block(bool recomputed) const {
     const double gf = block_gemm_forward(), gb = block_gemm_backward();
-    const double fwd_compute = gf + attention_forward() + block_memory_forward();
-    double bwd_compute = gb + attention_backward() + block_memory_backward();
+    const double fwd_compute = gf + attention_forward() + block_memory_forward() + o.layer_pass_overhead_s;
+    double bwd_compute = gb + attention_backward() + block_memory_backward() + o.layer_pass_overhead_s;
     const double pass = block_tp_pass();
     double bwd_tp = exposed_tp(pass + block_sp_regather(), gb);
     double bytes = 2 * block_tp_pass_bytes() + block_sp_regather_bytes();
