@@ -25,6 +25,7 @@ namespace {
 
 TEST(SystemSpec, ProfileEfficiencyReplacesThePooledDataForThatProfileOnly) {
   nlohmann::json j = perf::load_system_spec("dgx-a100-80gb");
+  j["profile_efficiency"] = nlohmann::json::object();  // only the entry below
   j["profile_efficiency"]["megatron-lm-2021"] = {
       {"matmul_efficiency_bf16", {{128, 0.3}, {4096, 0.6}}}, {"flash_attention_efficiency", 0.33},
       {"cv_abs_error", 0.07}};
@@ -310,6 +311,36 @@ TEST(ProfileEfficiency, MegatronDeepSpeedPaysPerLayerPass) {
   EXPECT_NEAR(b.chunks[1].forward_compute_s - a.chunks[1].forward_compute_s, 12 * x, 1e-12);
   EXPECT_NEAR(b.chunks[1].backward_compute_s - a.chunks[1].backward_compute_s, 24 * x, 1e-12);
   EXPECT_DOUBLE_EQ(b.chunks[1].forward_tp_s, a.chunks[1].forward_tp_s);
+}
+
+// A row without a profile takes the one its framework text names, by the
+// rules of perf::infer_profile; nothing when the text names none.
+TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
+  using perf::infer_profile;
+  EXPECT_EQ(infer_profile("torchtitan (FSDP2, eager)", ""), "torchtitan-2024");
+  EXPECT_EQ(infer_profile("NVIDIA NeMo 24.05", ""), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed (bigscience fork, 2022-02)", ""), "megatron-deepspeed-2021");
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed (ROCm 5.7, FlashAttention-2 port)", ""), "megatron-deepspeed-2023");
+  EXPECT_EQ(infer_profile("GPT-NeoX", "Black et al. 2022"), "megatron-deepspeed-2021");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", ""), "deepspeed-zero3");
+  EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "fsdp-2022");
+  EXPECT_EQ(infer_profile("Meta internal 4D parallelism (FSDP + TP + PP + CP)", ""), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("Megatron-LM", "Narayanan et al., SC 2021"), "megatron-lm-2021");
+  EXPECT_EQ(infer_profile("Megatron-LM", "Korthikanti et al. 2022, arXiv 2205.05198"), "megatron-lm-2022");
+  EXPECT_EQ(infer_profile("Megatron-LM (2024 release)", "Narayanan et al. 2021"), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("JAX / MaxText", "2024"), "");
+  // In a CSV: the blank profile column is filled, and says so.
+  std::string text = kHeader;
+  text += "a,s,dgx-a100-80gb,GPT 22B,48,6144,48,2048,50688,16,8,1,2,1,64,1,full,,no,60,hardware,\n";
+  std::istringstream in(text);
+  tune::CsvTable table = tune::read_csv(in);
+  table.header.push_back("framework");
+  for (auto& row : table.rows) row.push_back("Megatron-DeepSpeed (2021)");
+  const tune::RunRows runs = tune::read_runs(table);
+  ASSERT_EQ(runs.rows.size(), 1u);
+  EXPECT_EQ(runs.rows[0].profile, "megatron-deepspeed-2021");
+  EXPECT_TRUE(runs.rows[0].profile_inferred);
+  EXPECT_TRUE(runs.rows[0].options.model_dtype_gradients);
 }
 
 // torchtitan's tensor parallelism always runs the norms sequence-parallel:

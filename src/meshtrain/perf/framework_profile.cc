@@ -1,5 +1,8 @@
 #include "meshtrain/perf/framework_profile.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
@@ -119,6 +122,51 @@ const FrameworkProfile& framework_profile(const std::string& name) {
     known += (known.empty() ? "" : ", ") + p.name;
   }
   throw Error(fmt::format("unknown framework profile '{}' (known: {})", name, known));
+}
+
+namespace {
+
+std::string lowered(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The latest year 2015-2029 written in `text` as four digits of their own; 0 if none.
+int latest_year(const std::string& text) {
+  int best = 0;
+  for (size_t i = 0; i + 4 <= text.size(); ++i) {
+    const bool alone = (i == 0 || !std::isdigit(static_cast<unsigned char>(text[i - 1]))) &&
+                       (i + 4 == text.size() || !std::isdigit(static_cast<unsigned char>(text[i + 4])));
+    if (!alone || text.compare(i, 2, "20") != 0) continue;
+    if (!std::isdigit(static_cast<unsigned char>(text[i + 2])) || !std::isdigit(static_cast<unsigned char>(text[i + 3])))
+      continue;
+    const int y = std::stoi(text.substr(i, 4));
+    if (y >= 2015 && y <= 2029) best = std::max(best, y);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string infer_profile(const std::string& framework, const std::string& source) {
+  const std::string f = lowered(framework);
+  auto has = [&](const char* word) { return f.find(word) != std::string::npos; };
+  int year = latest_year(f);
+  if (year == 0) year = latest_year(source);
+  if (has("torchtitan") || has("fsdp2")) return "torchtitan-2024";
+  if (has("megatron-core") || has("megatron core") || has("mcore") || has("nemo")) return "megatron-core-2024";
+  if ((has("megatron") && has("deepspeed")) || has("neox")) {
+    const bool fa2 = has("flashattention-2") || has("flash-attention-2") || has("flash attention 2") || has("fa2");
+    return year >= 2023 || fa2 ? "megatron-deepspeed-2023" : "megatron-deepspeed-2021";
+  }
+  if (has("deepspeed")) return "deepspeed-zero3";
+  const bool fsdp = has("fsdp") || has("fairscale") || has("metaseq") || has("composer") || has("llm-foundry");
+  // Sharded data parallelism inside a 4D (TP, PP, CP) stack runs Megatron-
+  // style pipeline schedules, which the FSDP profiles do not have.
+  if (fsdp && (has("4d") || has("pipeline") || has("+ pp"))) return "megatron-core-2024";
+  if (fsdp) return "fsdp-2022";
+  if (has("megatron")) return year >= 2023 ? "megatron-core-2024" : year == 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
+  return "";
 }
 
 }  // namespace meshtrain::perf

@@ -185,8 +185,7 @@ void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
 }
 
 void read_options(const CsvTable& t, size_t r, RunRow& p) {
-  const std::string profile = trim(t.field(r, "profile"));
-  if (!profile.empty()) apply_profile(perf::framework_profile(profile), p);
+  if (!p.profile.empty()) apply_profile(perf::framework_profile(p.profile), p);
   const std::string notes = t.field(r, "notes");
   auto has = [&](const char* flag) { return notes.find(flag) != std::string::npos; };
   p.options.overlap_grad_reduce |= has("--overlap-grad-reduce");
@@ -224,6 +223,10 @@ RunRow read_row(const CsvTable& t, size_t r) {
   p.source = trim(t.field(r, "source_key"));
   if (p.source.empty()) p.source = trim(t.field(r, "source"));
   p.profile = trim(t.field(r, "profile"));
+  if (p.profile.empty()) {
+    p.profile = perf::infer_profile(t.field(r, "framework"), t.field(r, "source"));
+    p.profile_inferred = !p.profile.empty();
+  }
   read_model(t, r, p.model);
   p.num_gpus = required_count(t, r, "num_gpus");
   p.global_batch = required_count(t, r, "global_batch");
@@ -232,6 +235,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   read_metric(t, r, p);
   p.expected_oom = lower(trim(t.field(r, "peak_mem"))) == "oom";
   for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
+  p.key += p.profile;  // inferred where the column is blank
   const perf::PerfOptions& o = p.options;
   p.key += fmt::format("{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
                        int(o.overlap_p2p_comm));
@@ -289,6 +293,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.system = row.system;
   res.source = row.source;
   res.profile = row.profile;
+  res.profile_inferred = row.profile_inferred;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -395,6 +400,8 @@ nlohmann::json validation_json(const Validation& v) {
     nlohmann::json j{{"id", r.id},
                      {"system", r.system},
                      {"source", r.source},
+                     {"profile", r.profile},
+                     {"profile_inferred", r.profile_inferred},
                      {"filled", r.filled},
                      {"config", r.config},
                      {"prediction", r.prediction},

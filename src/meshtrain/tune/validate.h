@@ -49,7 +49,8 @@ namespace meshtrain::tune {
 struct RunRow {
   std::string id, system;
   std::string source;  // column source_key, else source: rows of one publication
-  std::string profile; // column profile (perf/framework_profile.h); may be empty
+  std::string profile; // column profile (perf/framework_profile.h), else inferred; may be empty
+  bool profile_inferred = false;  // from the framework column (perf::infer_profile)
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -75,6 +76,7 @@ struct RowResult {
   std::string system;
   std::string source;
   std::string profile;
+  bool profile_inferred = false;
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
