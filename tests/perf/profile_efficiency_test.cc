@@ -341,6 +341,23 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(runs.rows[0].profile, "megatron-deepspeed-2021");
   EXPECT_TRUE(runs.rows[0].profile_inferred);
   EXPECT_TRUE(runs.rows[0].options.model_dtype_gradients);
+  // A profile name this build does not know is read as framework text;
+  // one that names nothing is refused with the known names.
+  auto profile_of = [&](const std::string& profile, const std::string& framework = "") {
+    tune::CsvTable u = table;
+    for (size_t c = 0; c < u.header.size(); ++c) {
+      if (u.header[c] == "profile") u.rows[0][c] = profile;
+      if (u.header[c] == "framework") u.rows[0][c] = framework;
+    }
+    return tune::read_runs(u);
+  };
+  EXPECT_EQ(profile_of("nemo-24").rows.at(0).profile, "megatron-core-2024");
+  EXPECT_EQ(profile_of("deepspeed-zero3-2021").rows.at(0).profile, "deepspeed-zero3");
+  EXPECT_EQ(profile_of("maxtext-2024", "torchtitan").rows.at(0).profile, "torchtitan-2024");
+  const tune::RunRows bad = profile_of("maxtext-2024");
+  ASSERT_EQ(bad.rows.size(), 0u);
+  ASSERT_EQ(bad.skipped.size(), 1u);
+  EXPECT_NE(bad.skipped[0].find("unknown framework profile 'maxtext-2024'"), std::string::npos);
 }
 
 // torchtitan's tensor parallelism always runs the norms sequence-parallel:

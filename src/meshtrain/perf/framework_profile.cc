@@ -115,12 +115,16 @@ const std::vector<FrameworkProfile>& framework_profiles() {
   return v;
 }
 
+const FrameworkProfile* find_framework_profile(const std::string& name) {
+  for (const FrameworkProfile& p : framework_profiles())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
 const FrameworkProfile& framework_profile(const std::string& name) {
+  if (const FrameworkProfile* p = find_framework_profile(name)) return *p;
   std::string known;
-  for (const FrameworkProfile& p : framework_profiles()) {
-    if (p.name == name) return p;
-    known += (known.empty() ? "" : ", ") + p.name;
-  }
+  for (const FrameworkProfile& p : framework_profiles()) known += (known.empty() ? "" : ", ") + p.name;
   throw Error(fmt::format("unknown framework profile '{}' (known: {})", name, known));
 }
 

@@ -44,6 +44,8 @@ const std::vector<FrameworkProfile>& framework_profiles();
 
 // The profile called `name`; throws Error naming the known ones otherwise.
 const FrameworkProfile& framework_profile(const std::string& name);
+// The profile called `name`, or nullptr.
+const FrameworkProfile* find_framework_profile(const std::string& name);
 
 // The profile a published run's free-text framework description names, for
 // rows that give no profile: torchtitan or FSDP2 -> torchtitan-2024;

@@ -184,6 +184,22 @@ void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   if (!s.sequence_parallel.empty()) p.fallback.sequence_parallel = s.sequence_parallel.front() && p.fallback.tp > 1;
 }
 
+// The profile column, else the profile the framework text names; a name
+// this build does not know (another tool's, e.g. "nemo-24") is read as
+// framework text, then the framework column is, and the row is refused only
+// when neither names a profile.
+void read_profile(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string given = trim(t.field(r, "profile"));
+  if (!given.empty() && perf::find_framework_profile(given)) {
+    p.profile = given;
+    return;
+  }
+  if (!given.empty()) p.profile = perf::infer_profile(given, t.field(r, "source"));
+  if (p.profile.empty()) p.profile = perf::infer_profile(t.field(r, "framework"), t.field(r, "source"));
+  p.profile_inferred = !p.profile.empty();
+  if (!given.empty() && p.profile.empty()) (void)perf::framework_profile(given);  // throws, naming the known ones
+}
+
 void read_options(const CsvTable& t, size_t r, RunRow& p) {
   if (!p.profile.empty()) apply_profile(perf::framework_profile(p.profile), p);
   const std::string notes = t.field(r, "notes");
@@ -222,11 +238,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   check(!p.system.empty(), "column system is blank");
   p.source = trim(t.field(r, "source_key"));
   if (p.source.empty()) p.source = trim(t.field(r, "source"));
-  p.profile = trim(t.field(r, "profile"));
-  if (p.profile.empty()) {
-    p.profile = perf::infer_profile(t.field(r, "framework"), t.field(r, "source"));
-    p.profile_inferred = !p.profile.empty();
-  }
+  read_profile(t, r, p);
   read_model(t, r, p.model);
   p.num_gpus = required_count(t, r, "num_gpus");
   p.global_batch = required_count(t, r, "global_batch");
