@@ -1,10 +1,13 @@
 // Time model: how long each piece of one training step takes on one rank,
 // the durations the pipeline simulation walks with.
 //
-// Compute. A GEMM of M x K by K x N takes 2MKN / (peak x eff(min(M, N, K)))
-// with eff the system's matmul efficiency curve for the dtype: tensor
-// parallelism shrinks N or K by TP and so lowers the efficiency. A backward
-// GEMM pair (data and weight gradients) costs twice its forward. Memory-
+// Compute. A GEMM of M x K by K x N takes 2MKN / (peak x eff(min(M, N, K))
+// x waves(M, N)) with eff the system's matmul efficiency curve for the dtype
+// (tensor parallelism shrinks N or K by TP and so lowers the efficiency) and
+// waves the share of useful tile slots of its output
+// (SystemSpec::gemm_wave_utilization; 1 where not modelled). Its backward
+// pair prices the data gradient (output M x K) and the weight gradient
+// (output K x N) the same way: twice the forward without waves. Memory-
 // bound kernels (LayerNorm or RMSNorm, GELU or SwiGLU, rope, dropout+
 // residual, softmax, cross-entropy in fp32, embedding lookup) cost bytes read
 // and written / (HBM bandwidth x elementwise efficiency), each norm, activation
@@ -16,9 +19,10 @@
 // system's flash efficiency, backward 2.5 x forward, no s^2 memory traffic;
 // without it, the full score GEMMs at the matmul efficiency of head_dim plus
 // four passes over the s^2 score matrix forward and eight backward. Each
-// kernel pays the system's launch overhead, and each forward and backward
+// kernel pays the system's launch overhead, each forward and backward
 // action of a chunk its host-side action overhead (framework work between
-// kernels).
+// kernels), and each pass through a block (forward, recompute, backward) the
+// profile's PerfOptions::layer_pass_overhead_s.
 //
 // Recompute: full recompute runs a block's forward again (with its tensor-
 // parallel collectives) inside its backward; selective runs the attention
