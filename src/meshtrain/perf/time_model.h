@@ -47,8 +47,9 @@
 //       compute except one unit's worth (the reduce-scatter only with
 //       --overlap-grad-reduce).
 //       ZeRO-0 all-reduces, ZeRO-1 reduce-scatters the fp32
-//       gradients once per step; ZeRO-1/2 all-gather the updated parameters
-//       after the optimizer.
+//       gradients once per step (the 16-bit ones where the framework holds
+//       them so, PerfOptions::model_dtype_gradients: DeepSpeed); ZeRO-1/2
+//       all-gather the updated parameters after the optimizer.
 // Optimizer: Adam over the rank's shard, memory-bound: 34 bytes per element
 // with bf16 (fp32 gradient, master weight, m and v read and written, bf16
 // weight written, gradient norm), 32 in fp32.
