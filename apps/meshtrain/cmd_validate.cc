@@ -2,6 +2,7 @@
 // in-sample, refitted (--fit) or leave-one-source-out (--cv source,
 // tune/validate_cv.h). Exits non-zero when no row could be compared or any
 // row is malformed (each is listed on stderr).
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -47,6 +48,18 @@ void print_summary(const tune::Validation& v) {
   for (const auto& [s, e] : v.by_system)
     fmt::print("  {:<14} {:>3} rows: median {:.1f}%, max {:.1f}%\n", s, e.rows, 100 * e.median_abs_error,
                100 * e.max_abs_error);
+  if (v.memory.rows > 0) {
+    double lo = 0, hi = 0;
+    bool first = true;
+    for (const auto& r : v.rows)
+      if (r.reported_memory > 0) {
+        lo = first ? r.memory_error : std::min(lo, r.memory_error);
+        hi = first ? r.memory_error : std::max(hi, r.memory_error);
+        first = false;
+      }
+    fmt::print("peak memory where published: {} rows, median |error| {:.1f}%, max {:.1f}% (predicted {:+.1f}% ... {:+.1f}%)\n",
+               v.memory.rows, 100 * v.memory.median_abs_error, 100 * v.memory.max_abs_error, 100 * lo, 100 * hi);
+  }
   if (!v.not_fitting.empty()) fmt::print("published runs the model says do not fit: {}\n", fmt::join(v.not_fitting, " "));
   if (!v.oom_mismatch.empty())
     fmt::print("runs reported out of memory that the model says fit: {}\n", fmt::join(v.oom_mismatch, " "));

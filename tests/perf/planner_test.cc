@@ -2,6 +2,7 @@
 // one; validation against published runs meets its accuracy bound.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -94,6 +95,36 @@ TEST(Validate, MalformedRowsAreReportedAndSkipped) {
   ASSERT_EQ(v.skipped.size(), 2u);
   EXPECT_NE(v.skipped[0].find("bad-number"), std::string::npos);
   EXPECT_NE(v.skipped[1].find("bad-dp"), std::string::npos);
+}
+
+// A published peak (column peak_mem) is read with its unit and compared
+// with the predicted peak of the most loaded rank; a size without a unit
+// is refused.
+TEST(Validate, PublishedPeakMemoryIsComparedWithThePrediction) {
+  std::istringstream in(
+      "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
+      "tflops_per_gpu,tflops_kind,flash_attn,zero_stage,peak_mem\n"
+      "gb,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GB\n"
+      "gib,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GiB\n"
+      "none,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,\n"
+      "bare,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30\n");
+  const Validation v = validate_runs(read_csv(in));
+  ASSERT_EQ(v.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(v.rows[0].reported_memory, 30e9);
+  EXPECT_DOUBLE_EQ(v.rows[1].reported_memory, 30.0 * 1073741824);
+  EXPECT_EQ(v.rows[2].reported_memory, 0);
+  const double predicted = v.rows[0].prediction.memory.total();
+  EXPECT_GT(predicted, 0);
+  EXPECT_NEAR(v.rows[0].memory_error, predicted / 30e9 - 1, 1e-12);
+  EXPECT_EQ(v.memory.rows, 2);
+  EXPECT_NEAR(v.memory.max_abs_error, std::max(std::fabs(v.rows[0].memory_error), std::fabs(v.rows[1].memory_error)),
+              1e-12);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("peak_mem: '30' is not OOM or a size"), std::string::npos);
+  const nlohmann::json j = validation_json(v);
+  EXPECT_EQ(j["memory"]["rows"], 2);
+  EXPECT_TRUE(j["rows"][0].contains("memory_error"));
+  EXPECT_FALSE(j["rows"][2].contains("memory_error"));
 }
 
 // The published runs with the fitted system files (in-sample: the files'

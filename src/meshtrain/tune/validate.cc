@@ -229,6 +229,33 @@ void read_metric(const CsvTable& t, size_t r, RunRow& p) {
     }
 }
 
+// Column peak_mem: OOM, or a published peak such as "56 GB" or "82.4 GiB"
+// (GB and MB decimal, GiB and MiB binary, as written).
+void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string v = trim(t.field(r, "peak_mem"));
+  if (v.empty()) return;
+  if (lower(v) == "oom") {
+    p.expected_oom = true;
+    return;
+  }
+  static const std::pair<const char*, double> units[] = {
+      {"gib", 1073741824.0}, {"gb", 1e9}, {"mib", 1048576.0}, {"mb", 1e6}};
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = lower(trim(v.substr(used)));
+  for (const auto& [name, bytes] : units)
+    if (used > 0 && unit == name && std::isfinite(x) && x > 0) {
+      p.reported_memory = x * bytes;
+      return;
+    }
+  throw Error(fmt::format("column peak_mem: '{}' is not OOM or a size such as 56 GB or 82.4 GiB", v));
+}
+
 RunRow read_row(const CsvTable& t, size_t r) {
   RunRow p;
   p.line = t.row_lines[r];
@@ -245,7 +272,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   read_knobs(t, r, p);
   read_options(t, r, p);
   read_metric(t, r, p);
-  p.expected_oom = lower(trim(t.field(r, "peak_mem"))) == "oom";
+  read_peak_memory(t, r, p);
   for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
   p.key += p.profile;  // inferred where the column is blank
   const perf::PerfOptions& o = p.options;
@@ -331,6 +358,8 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
     res.compared = true;
     res.error = res.predicted / res.reported - 1;
   }
+  res.reported_memory = row.reported_memory;
+  if (row.reported_memory > 0) res.memory_error = res.prediction.memory.total() / row.reported_memory - 1;
   return res;
 }
 
@@ -348,16 +377,19 @@ ErrorSummary summarize(std::vector<double> errs) {
 
 void tally(Validation& v) {
   std::map<std::string, std::vector<double>> errs;
+  std::vector<double> memory;
   v.not_fitting.clear();
   v.oom_mismatch.clear();
   for (const RowResult& r : v.rows) {
     if (!r.prediction.fits && !r.expected_oom) v.not_fitting.push_back(r.id);
     if (r.prediction.fits && r.expected_oom) v.oom_mismatch.push_back(r.id);
+    if (r.reported_memory > 0) memory.push_back(r.memory_error);
     if (!r.compared) continue;
     errs[r.system].push_back(r.error);
     errs[""].push_back(r.error);
   }
   v.all = summarize(errs[""]);
+  v.memory = summarize(memory);
   v.by_system.clear();
   for (const auto& [sys, e] : errs)
     if (!sys.empty()) v.by_system[sys] = summarize(e);
@@ -422,6 +454,10 @@ nlohmann::json validation_json(const Validation& v) {
                      {"predicted", r.predicted},
                      {"expected_oom", r.expected_oom}};
     j["error"] = r.compared ? nlohmann::json(r.error) : nlohmann::json(nullptr);
+    if (r.reported_memory > 0) {
+      j["reported_memory_bytes"] = r.reported_memory;
+      j["memory_error"] = r.memory_error;
+    }
     rows.push_back(std::move(j));
   }
   nlohmann::json sweeps = nlohmann::json::array();
@@ -436,6 +472,9 @@ nlohmann::json validation_json(const Validation& v) {
           {"median_abs_error", v.all.median_abs_error},
           {"max_abs_error", v.all.max_abs_error},
           {"by_system", by},
+          {"memory", {{"rows", v.memory.rows},
+                      {"median_abs_error", v.memory.median_abs_error},
+                      {"max_abs_error", v.memory.max_abs_error}}},
           {"not_fitting", v.not_fitting},
           {"oom_mismatch", v.oom_mismatch},
           {"sweeps", sweeps},

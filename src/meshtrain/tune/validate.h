@@ -61,6 +61,7 @@ struct RunRow {
   std::string metric;       // what is compared; empty when nothing is
   double reported = 0;
   bool expected_oom = false;
+  double reported_memory = 0;  // column peak_mem as a size, bytes; 0 when blank or OOM
   std::string key;          // every field the prediction reads
 };
 
@@ -86,6 +87,8 @@ struct RowResult {
   double error = 0;                           // predicted / reported - 1
   bool compared = false;                      // a throughput figure was compared
   bool expected_oom = false;                  // the row reports running out of memory
+  double reported_memory = 0;                 // published peak, bytes (0: none)
+  double memory_error = 0;                    // predicted peak / published - 1 when one is published
 };
 
 // Plans (or predicts) one row on `system` (as the caller passes it: with
@@ -108,9 +111,10 @@ struct Validation {
   std::vector<std::string> oom_mismatch; // ids reported OOM that the model says fit
   ErrorSummary all;
   std::map<std::string, ErrorSummary> by_system;
+  ErrorSummary memory;  // predicted vs published peak memory, rows that publish one
 };
 
-// Fills not_fitting, oom_mismatch, all and by_system from `rows`.
+// Fills not_fitting, oom_mismatch, all, by_system and memory from `rows`.
 void tally(Validation& v);
 
 // A published sweep: compared rows sharing source, model name, system and
