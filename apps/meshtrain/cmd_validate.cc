@@ -49,13 +49,11 @@ void print_summary(const tune::Validation& v) {
     fmt::print("  {:<14} {:>3} rows: median {:.1f}%, max {:.1f}%\n", s, e.rows, 100 * e.median_abs_error,
                100 * e.max_abs_error);
   if (v.memory.rows > 0) {
-    double lo = 0, hi = 0;
-    bool first = true;
+    double lo = INFINITY, hi = -INFINITY;
     for (const auto& r : v.rows)
       if (r.reported_memory > 0) {
-        lo = first ? r.memory_error : std::min(lo, r.memory_error);
-        hi = first ? r.memory_error : std::max(hi, r.memory_error);
-        first = false;
+        lo = std::min(lo, r.memory_error);
+        hi = std::max(hi, r.memory_error);
       }
     fmt::print("peak memory where published: {} rows, median |error| {:.1f}%, max {:.1f}% (predicted {:+.1f}% ... {:+.1f}%)\n",
                v.memory.rows, 100 * v.memory.median_abs_error, 100 * v.memory.max_abs_error, 100 * lo, 100 * hi);

@@ -214,13 +214,8 @@ TEST(ProfileEfficiency, OpLevelSelectiveCheckpointingKeepsEveryOtherMatmul) {
   EXPECT_LT(t_titan, t_full);
 }
 
-// Stage 0's memory on a DGX A100 80GB in bf16 with full recompute: as the
-// engine runs the layout, and as `profile` runs it.
-struct EngineAndProfile {
-  perf::MemoryBytes engine, profile;
-};
-EngineAndProfile stage0_memory(const std::string& model, int tp, int pp, int dp, int zero, int gbs,
-                               const std::string& profile) {
+// A layout in bf16 with full recompute at micro-batch 1.
+ParallelConfig bf16_full_recompute(int tp, int pp, int dp, int zero, int gbs) {
   ParallelConfig p;
   p.tp = tp;
   p.pp = pp;
@@ -230,6 +225,17 @@ EngineAndProfile stage0_memory(const std::string& model, int tp, int pp, int dp,
   p.global_batch_size = gbs;
   p.recompute = Recompute::full;
   p.bf16 = true;
+  return p;
+}
+
+// Stage 0's memory on a DGX A100 80GB in bf16 with full recompute: as the
+// engine runs the layout, and as `profile` runs it.
+struct EngineAndProfile {
+  perf::MemoryBytes engine, profile;
+};
+EngineAndProfile stage0_memory(const std::string& model, int tp, int pp, int dp, int zero, int gbs,
+                               const std::string& profile) {
+  const ParallelConfig p = bf16_full_recompute(tp, pp, dp, zero, gbs);
   const ModelConfig m = load_model_config(model);
   const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
   perf::PerfCache cache;
@@ -263,15 +269,7 @@ TEST(ProfileEfficiency, DeepSpeedKeepsSixteenBitGradients) {
 // ... and reduces them as they are at the step's end: the ZeRO-1
 // reduce-scatter moves 2 bytes per element, not the engine's 4.
 TEST(ProfileEfficiency, DeepSpeedReducesSixteenBitGradients) {
-  ParallelConfig p;
-  p.tp = 8;
-  p.pp = 2;
-  p.dp = 4;
-  p.zero_stage = 1;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 64;
-  p.recompute = Recompute::full;
-  p.bf16 = true;
+  const ParallelConfig p = bf16_full_recompute(8, 2, 4, 1, 64);
   const ModelConfig m = load_model_config("22b");
   const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
   perf::PerfCache cache;
@@ -293,14 +291,7 @@ TEST(ProfileEfficiency, MegatronDeepSpeedPaysPerLayerPass) {
   ASSERT_GT(ds.layer_pass_overhead_s, 0);
   EXPECT_EQ(perf::framework_profile("megatron-deepspeed-2023").options.layer_pass_overhead_s, 0);
   EXPECT_EQ(perf::framework_profile("megatron-lm-2021").options.layer_pass_overhead_s, 0);
-  ParallelConfig p;
-  p.tp = 8;
-  p.pp = 4;
-  p.dp = 1;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 8;
-  p.recompute = Recompute::full;
-  p.bf16 = true;
+  const ParallelConfig p = bf16_full_recompute(8, 4, 1, 0, 8);
   const ModelConfig m = load_model_config("22b");  // 48 layers: 12 a stage
   const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
   perf::PerfCache cache;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/text.h"
 
 namespace meshtrain::perf {
 
@@ -130,19 +131,12 @@ const FrameworkProfile& framework_profile(const std::string& name) {
 
 namespace {
 
-std::string lowered(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // The latest year 2015-2029 written in `text` as four digits of their own; 0 if none.
 int latest_year(const std::string& text) {
+  auto digit = [&](size_t k) { return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])); };
   int best = 0;
   for (size_t i = 0; i + 4 <= text.size(); ++i) {
-    const bool alone = (i == 0 || !std::isdigit(static_cast<unsigned char>(text[i - 1]))) &&
-                       (i + 4 == text.size() || !std::isdigit(static_cast<unsigned char>(text[i + 4])));
-    if (!alone || text.compare(i, 2, "20") != 0) continue;
-    if (!std::isdigit(static_cast<unsigned char>(text[i + 2])) || !std::isdigit(static_cast<unsigned char>(text[i + 3])))
+    if (text.compare(i, 2, "20") != 0 || !digit(i + 2) || !digit(i + 3) || (i > 0 && digit(i - 1)) || digit(i + 4))
       continue;
     const int y = std::stoi(text.substr(i, 4));
     if (y >= 2015 && y <= 2029) best = std::max(best, y);
@@ -153,7 +147,7 @@ int latest_year(const std::string& text) {
 }  // namespace
 
 std::string infer_profile(const std::string& framework, const std::string& source) {
-  const std::string f = lowered(framework);
+  const std::string f = ascii_lower(framework);
   auto has = [&](const char* word) { return f.find(word) != std::string::npos; };
   int year = latest_year(f);
   if (year == 0) year = latest_year(source);

@@ -49,10 +49,7 @@ struct Pricer {
   // dimension, so twice the forward where waves are not modelled.
   double gemm_backward(double rows, double inner, double cols) const {
     if (s.compute.gemm_units <= 0) return 2 * gemm(rows, inner, cols);
-    const double flops = 2 * rows * inner * cols;
-    const double t = flops / (peak() * s.matmul_efficiency(p.bf16)(std::min({rows, inner, cols})));
-    return t / s.gemm_wave_utilization(rows, inner) + t / s.gemm_wave_utilization(inner, cols) +
-           2 * s.compute.kernel_overhead_s;
+    return gemm(rows, cols, inner) + gemm(inner, rows, cols);
   }
   double memory(double bytes) const {
     return bytes / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) + s.compute.kernel_overhead_s;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/text.h"
 #include "meshtrain/core/stats.h"
 #include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/tune/planner.h"
@@ -20,11 +21,6 @@ namespace {
 std::string trim(const std::string& s) {
   size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // A numeric field: nullopt when blank; throws Error when not a number.
@@ -57,7 +53,7 @@ int required_count(const CsvTable& t, size_t r, const std::string& col) {
 }
 
 std::optional<bool> yes_no(const CsvTable& t, size_t r, const std::string& col) {
-  const std::string v = lower(trim(t.field(r, col)));
+  const std::string v = ascii_lower(trim(t.field(r, col)));
   if (v.empty()) return std::nullopt;
   if (v == "yes" || v == "true" || v == "1" || v == "on") return true;
   if (v == "no" || v == "false" || v == "0" || v == "off") return false;
@@ -92,7 +88,7 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
 void read_stage_split(const CsvTable& t, size_t r, RunRow& p) {
   const int first = count(t, r, "first_stage_layers").value_or(0);
   const int last = count(t, r, "last_stage_layers").value_or(0);
-  const StageCounting counting = parse_stage_counting(lower(trim(t.field(r, "stage_counting"))));
+  const StageCounting counting = parse_stage_counting(ascii_lower(trim(t.field(r, "stage_counting"))));
   p.space.first_stage_layers = p.fallback.first_stage_layers = first;
   p.space.last_stage_layers = p.fallback.last_stage_layers = last;
   p.space.stage_counting = p.fallback.stage_counting = counting;
@@ -131,7 +127,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   } else {
     p.blanks.push_back("micro_batch");
   }
-  const std::string rc = lower(trim(t.field(r, "recompute")));
+  const std::string rc = ascii_lower(trim(t.field(r, "recompute")));
   if (!rc.empty()) {
     f.recompute = parse_recompute(rc);
     s.recompute = {f.recompute};
@@ -158,7 +154,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
     p.blanks.push_back("flash_attn");
   }
   read_stage_split(t, r, p);
-  const std::string prec = lower(trim(t.field(r, "precision")));
+  const std::string prec = ascii_lower(trim(t.field(r, "precision")));
   s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
   f.bf16 = s.bf16;
   f.schedule = f.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
@@ -212,7 +208,7 @@ void read_options(const CsvTable& t, size_t r, RunRow& p) {
 
 // The reported figure compared with the prediction, in order of preference.
 void read_metric(const CsvTable& t, size_t r, RunRow& p) {
-  const std::string kind = lower(trim(t.field(r, "tflops_kind")));
+  const std::string kind = ascii_lower(trim(t.field(r, "tflops_kind")));
   const std::pair<const char*, std::string> metrics[] = {
       {"tflops_per_gpu", kind == "hardware" ? "hardware_tflops_per_gpu" : "model_tflops_per_gpu"},
       {"tokens_per_s_per_gpu", "tokens_per_s_per_gpu"},
@@ -234,7 +230,7 @@ void read_metric(const CsvTable& t, size_t r, RunRow& p) {
 void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
   const std::string v = trim(t.field(r, "peak_mem"));
   if (v.empty()) return;
-  if (lower(v) == "oom") {
+  if (ascii_lower(v) == "oom") {
     p.expected_oom = true;
     return;
   }
@@ -247,7 +243,7 @@ void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
   } catch (const std::exception&) {
     used = 0;
   }
-  const std::string unit = lower(trim(v.substr(used)));
+  const std::string unit = ascii_lower(trim(v.substr(used)));
   for (const auto& [name, bytes] : units)
     if (used > 0 && unit == name && std::isfinite(x) && x > 0) {
       p.reported_memory = x * bytes;
