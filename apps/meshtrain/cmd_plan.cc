@@ -95,6 +95,7 @@ int run_plan(const PlanArgs& a) {
   space.first_stage_layers = split.first_stage_layers;
   space.last_stage_layers = split.last_stage_layers;
   space.stage_counting = split.stage_counting;
+  space.stage_partition = split.stage_partition;
   space.search_stage_splits = a.search_stage_splits;
   space.bf16 = !a.fp32;
   space.partial_recompute = !a.no_partial_recompute && a.recompute.empty();

@@ -16,6 +16,14 @@ void add_stage_flags(CLI::App* cmd, StageFlags& f, const std::string& group, boo
                   "layers are split over the (virtual) stages (Megatron-DeepSpeed; Megatron-core's "
                   "--account-for-embedding/loss-in-pipeline-split)")
       ->capture_default_str()->group(group);
+  cmd->add_option("--pipeline-stage-partition", f.partition,
+                  "even (a remainder is refused, as Megatron-LM), or balanced: DeepSpeed's partition_balanced, "
+                  "ceil(items / stages) a stage in order, the last takes the rest (Megatron-DeepSpeed)")
+      ->capture_default_str()->group(group);
+  cmd->add_option("--pp-partition-method", f.pp_partition_method,
+                  "Megatron-DeepSpeed's spelling: 'type:transformer' (balanced, transformer layers counted) or "
+                  "'type:transformer|embedding' (balanced, the embedding and the head counted too)")
+      ->group(group);
   cmd->add_flag("--account-for-embedding-in-pipeline-split", f.account_embedding,
                 "Count the embedding as one layer in the pipeline split (Megatron-core; needs "
                 "--account-for-loss-in-pipeline-split: the same as --pipeline-layer-counting embedding-head)")
@@ -40,6 +48,15 @@ void apply_stage_flags(const StageFlags& f, bool layers_per_virtual_stage, Paral
         "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split go together: the "
         "engine splits the embedding and the loss together (--pipeline-layer-counting embedding-head)");
   if (f.account_embedding) p.stage_counting = StageCounting::embedding_head;
+  p.stage_partition = parse_stage_partition(f.partition);
+  if (!f.pp_partition_method.empty()) {
+    const std::string& m = f.pp_partition_method;
+    check(m == "type:transformer" || m == "type:transformer|embedding",
+          "--pp-partition-method '{}' is not 'type:transformer' or 'type:transformer|embedding' (the partitions the "
+          "engine runs)", m);
+    p.stage_partition = StagePartition::balanced;
+    if (m == "type:transformer|embedding") p.stage_counting = StageCounting::embedding_head;
+  }
   if (f.virtual_stages) {
     check(!layers_per_virtual_stage,
           "--num-virtual-stages-per-pipeline-rank and --num-layers-per-virtual-pipeline-stage exclude each other");

@@ -6,6 +6,10 @@
 //     (embedding-head: Megatron-DeepSpeed's --pp-partition-method
 //     'type:transformer|embedding', the embedding and the head counted as
 //     layers; over virtual stages too)
+//   --pipeline-stage-partition even|balanced
+//     (balanced: DeepSpeed's partition_balanced, a remainder on the last stage)
+//   --pp-partition-method 'type:transformer' | 'type:transformer|embedding'
+//     (Megatron-DeepSpeed's name: balanced, with that counting)
 //   --account-for-embedding-in-pipeline-split
 //   --account-for-loss-in-pipeline-split
 //     (Megatron-core's names for embedding-head counting; the engine counts
@@ -27,6 +31,8 @@ namespace meshtrain::cli {
 struct StageFlags {
   int first = 0, last = 0;
   std::string counting = "transformer";
+  std::string partition = "even";
+  std::string pp_partition_method;
   bool account_embedding = false, account_loss = false;
   std::optional<int> virtual_stages;
 };

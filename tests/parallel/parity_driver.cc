@@ -117,13 +117,16 @@ struct Config {
   // Not knobs (added by hand after the covering set): uneven pipeline stages
   // ("f3": the first stage 3 layers, "l3" the last, "f1l3" both, "eh": the
   // embedding and the head counted as layers, "ehc": the same by
-  // Megatron-core's --account-for-embedding/loss-in-pipeline-split), a layer
+  // Megatron-core's --account-for-embedding/loss-in-pipeline-split, "b":
+  // DeepSpeed's balanced partition of the transformer layers, "beh": of the
+  // layers, the embedding and the head, by --pp-partition-method), a layer
   // count other than the model file's, and (interleaved) the chunks per
   // stage, given as --num-virtual-stages-per-pipeline-rank (vpp_given).
   std::string stages;
   int layers = 0;
   bool vpp_given = false;
-  bool embedding_head() const { return stages == "eh" || stages == "ehc"; }
+  bool embedding_head() const { return stages == "eh" || stages == "ehc" || stages == "beh"; }
+  bool balanced() const { return stages == "b" || stages == "beh"; }
   int first_layers() const { return stage_count('f'); }
   int last_layers() const { return stage_count('l'); }
   int stage_count(char which) const {
@@ -169,6 +172,8 @@ struct Config {
     if (first_layers() > 0) f.insert(f.end(), {"--decoder-first-pipeline-num-layers", std::to_string(first_layers())});
     if (last_layers() > 0) f.insert(f.end(), {"--decoder-last-pipeline-num-layers", std::to_string(last_layers())});
     if (stages == "eh") f.insert(f.end(), {"--pipeline-layer-counting", "embedding-head"});
+    if (stages == "b") f.insert(f.end(), {"--pipeline-stage-partition", "balanced"});
+    if (stages == "beh") f.insert(f.end(), {"--pp-partition-method", "type:transformer|embedding"});
     if (stages == "ehc")
       f.insert(f.end(), {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"});
     if (rc == "none" || rc == "selective") {
@@ -257,6 +262,7 @@ mt::ParallelConfig parallel_config(const Config& c) {
   p.first_stage_layers = c.first_layers();
   p.last_stage_layers = c.last_layers();
   p.stage_counting = c.embedding_head() ? mt::StageCounting::embedding_head : mt::StageCounting::transformer;
+  p.stage_partition = c.balanced() ? mt::StagePartition::balanced : mt::StagePartition::even;
   return p;
 }
 
@@ -395,8 +401,8 @@ Config parse_config(const std::string& line) {
   }
   Config c = derive(p);
   c.stages = f.count("stages") ? f["stages"] : "";
-  if (!c.stages.empty() && !std::regex_match(c.stages, std::regex("eh|ehc|f[0-9]+|l[0-9]+|f[0-9]+l[0-9]+")))
-    throw mt::Error(fmt::format("bad stages={} (eh, ehc, fN, lN or fNlM) in: {}", c.stages, line));
+  if (!c.stages.empty() && !std::regex_match(c.stages, std::regex("eh|ehc|b|beh|f[0-9]+|l[0-9]+|f[0-9]+l[0-9]+")))
+    throw mt::Error(fmt::format("bad stages={} (eh, ehc, b, beh, fN, lN or fNlM) in: {}", c.stages, line));
   c.layers = f.count("layers") ? std::stoi(f["layers"]) : 0;
   if (f.count("vpp")) {
     if (c.sched != "interleaved") throw mt::Error("vpp= needs sched=interleaved in: " + line);

@@ -60,6 +60,45 @@ TEST(StageLayers, EvenFirstLastAndEmbeddingHeadSplits) {
   EXPECT_EQ(stage_layers(8, pipeline(1, 0, 0, StageCounting::embedding_head)), (std::vector<int>{8}));
 }
 
+ParallelConfig balanced(int pp, StageCounting c = StageCounting::transformer) {
+  ParallelConfig p = pipeline(pp, 0, 0, c);
+  p.stage_partition = StagePartition::balanced;
+  return p;
+}
+
+TEST(StageLayers, BalancedPartitionFillsStagesInOrder) {
+  // BLOOM's prototype (chronicles-prequel.md, 'Re-do'): 78 layers on 12
+  // stages, "the last stage has 1 block, while the rest have 7".
+  std::vector<int> redo(12, 7);
+  redo.back() = 1;
+  EXPECT_EQ(stage_layers(78, balanced(12)), redo);
+  EXPECT_EQ(stage_layers(72, balanced(24)), std::vector<int>(24, 3));  // divides: the even split
+  EXPECT_EQ(stage_layers(7, balanced(4)), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(stage_layers(9, balanced(1)), (std::vector<int>{9}));
+  // Counting the embedding and the head: 70 + 2 on 12 is BLOOM-176B's split;
+  // 78 + 2 = 80 items, 7 a stage: embedding + 6, 7 x 10, 2 + head.
+  std::vector<int> bloom(12, 6);
+  bloom.front() = bloom.back() = 5;
+  EXPECT_EQ(stage_layers(70, balanced(12, StageCounting::embedding_head)), bloom);
+  std::vector<int> counted(12, 7);
+  counted.front() = 6;
+  counted.back() = 2;
+  EXPECT_EQ(stage_layers(78, balanced(12, StageCounting::embedding_head)), counted);
+  EXPECT_EQ(stage_layers(7, balanced(2, StageCounting::embedding_head)), (std::vector<int>{4, 3}));
+  // Refused: a stage left without a layer (9 on 4: 3, 3, 3, 0; 5 + 2 on 4:
+  // 2, 2, 2, 1 item, the last only the head), virtual stages, first/last.
+  EXPECT_NE(error_of(9, balanced(4)).find("leaves stage 3 no transformer layer (3 a stage from the first)"),
+            std::string::npos);
+  EXPECT_NE(error_of(5, balanced(4, StageCounting::embedding_head)).find("leaves stage 3 no transformer layer"),
+            std::string::npos);
+  ParallelConfig v = balanced(2);
+  v.vpp = 2;
+  EXPECT_NE(error_of(8, v).find("has no virtual stages"), std::string::npos);
+  ParallelConfig f = balanced(4);
+  f.first_stage_layers = 2;
+  EXPECT_NE(error_of(8, f).find("exclude each other"), std::string::npos);
+}
+
 TEST(StageLayers, VirtualStagesDivideEachStage) {
   ParallelConfig p = pipeline(4, 4, 4);
   p.vpp = 2;
@@ -289,6 +328,37 @@ TEST(StageLayers, PlannerEvaluatesAndSearchesSplits) {
   ASSERT_FALSE(searched.ranked.empty());
   EXPECT_EQ(searched.ranked[0].config.stage_counting, StageCounting::embedding_head);
   EXPECT_NE(tune::describe(searched.ranked[0].config).find("stages=embedding-head"), std::string::npos);
+}
+
+TEST(StageLayers, MegatronDeepSpeedRowsAreBalancedAndSearched) {
+  // The same 78-layer row on 12 stages: Megatron-DeepSpeed balances it
+  // (7 x 11 and 1), Megatron-LM refuses it.
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,precision,tflops_per_gpu,tflops_kind,profile\n";
+  const std::string layout = ",test fixture,dgx-a100-80gb,78,13824,64,2048,250880,384,4,12,1,2048,2,full,no,no,fp16,150,"
+                             "hardware,";
+  std::istringstream csv(header + "ds" + layout + "megatron-deepspeed-2021\n" + "lm" + layout + "megatron-lm-2021\n");
+  const tune::Validation v = tune::validate_runs(tune::read_csv(csv));
+  ASSERT_EQ(v.rows.size(), 1u);
+  EXPECT_EQ(v.rows[0].id, "ds");
+  EXPECT_EQ(v.rows[0].config.stage_partition, StagePartition::balanced);
+  EXPECT_TRUE(v.rows[0].compared);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("num-layers 78 is not divisible"), std::string::npos) << v.skipped[0];
+  // A balanced search space offers every PP (12 does not divide 78) and no
+  // virtual stages.
+  ModelConfig m = gpt(78, 1024, 16, 1024, 50000);
+  tune::SearchSpace sp;
+  sp.stage_partition = StagePartition::balanced;
+  std::set<int> pps, vpps;
+  for (const ParallelConfig& p : tune::enumerate(m, sp, 96, 96, 8)) {
+    pps.insert(p.pp);
+    vpps.insert(p.vpp);
+    EXPECT_EQ(p.stage_partition, StagePartition::balanced);
+  }
+  EXPECT_TRUE(pps.count(12));
+  EXPECT_EQ(vpps, (std::set<int>{1}));
 }
 
 TEST(StageLayers, PublishedRunsReaderTakesTheSplitColumns) {

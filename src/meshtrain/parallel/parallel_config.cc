@@ -54,6 +54,12 @@ StageCounting parse_stage_counting(std::string_view s) {
   if (s == "embedding-head") return StageCounting::embedding_head;
   throw Error(fmt::format("unknown pipeline layer counting '{}' (transformer, embedding-head)", s));
 }
+std::string_view stage_partition_name(StagePartition s) { return s == StagePartition::even ? "even" : "balanced"; }
+StagePartition parse_stage_partition(std::string_view s) {
+  if (s == "even" || s.empty()) return StagePartition::even;
+  if (s == "balanced") return StagePartition::balanced;
+  throw Error(fmt::format("unknown pipeline stage partition '{}' (even, balanced)", s));
+}
 
 void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   m.validate();
@@ -108,6 +114,7 @@ void to_json(nlohmann::json& j, const ParallelConfig& p) {
                      {"first_stage_layers", p.first_stage_layers},
                      {"last_stage_layers", p.last_stage_layers},
                      {"pipeline_layer_counting", stage_counting_name(p.stage_counting)},
+                     {"pipeline_stage_partition", stage_partition_name(p.stage_partition)},
                      {"zero_stage", p.zero_stage},
                      {"sequence_parallel", p.sequence_parallel},
                      {"micro_batch_size", p.micro_batch_size},

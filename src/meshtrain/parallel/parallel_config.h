@@ -20,6 +20,12 @@ enum class RecomputeMethod { uniform, block };
 // embedding and the head as one layer each (Megatron-DeepSpeed's
 // --pp-partition-method 'type:transformer|embedding').
 enum class StageCounting { transformer, embedding_head };
+// How the counted items are balanced over the stages when they do not divide
+// (parallel/stage_layers.h): even (Megatron-LM refuses a remainder), or
+// balanced (DeepSpeed PipelineModule's partition_balanced, which Megatron-
+// DeepSpeed's --pp-partition-method 'type:...' runs: the fewest items on the
+// busiest stage, stages filled in order, so the remainder is the last's).
+enum class StagePartition { even, balanced };
 
 std::string_view schedule_name(ScheduleKind k);  // "gpipe", "1f1b", "interleaved"
 ScheduleKind parse_schedule(std::string_view s);  // throws Error on unknown
@@ -29,6 +35,8 @@ std::string_view recompute_method_name(RecomputeMethod m);
 RecomputeMethod parse_recompute_method(std::string_view s);
 std::string_view stage_counting_name(StageCounting c);  // "transformer", "embedding-head"
 StageCounting parse_stage_counting(std::string_view s);  // "" = transformer; throws Error on unknown
+std::string_view stage_partition_name(StagePartition s);  // "even", "balanced"
+StagePartition parse_stage_partition(std::string_view s);  // "" = even; throws Error on unknown
 
 struct ParallelConfig {
   int tp = 1;
@@ -42,6 +50,7 @@ struct ParallelConfig {
   int first_stage_layers = 0;
   int last_stage_layers = 0;
   StageCounting stage_counting = StageCounting::transformer;
+  StagePartition stage_partition = StagePartition::even;
   int zero_stage = 0;
   bool sequence_parallel = false;
   int micro_batch_size = 1;
@@ -56,7 +65,8 @@ struct ParallelConfig {
   int world() const { return tp * pp * dp; }
   // Whether the layers are split otherwise than num_layers / pp per stage.
   bool uneven_stages() const {
-    return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer;
+    return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer ||
+           stage_partition != StagePartition::even;
   }
   // Micro-batches each DP rank runs per optimizer step (gradient accumulation).
   int num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }

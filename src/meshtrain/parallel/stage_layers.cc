@@ -1,5 +1,7 @@
 #include "meshtrain/parallel/stage_layers.h"
 
+#include <algorithm>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain {
@@ -63,11 +65,49 @@ std::vector<int> embedding_head_split(int L, const ParallelConfig& p) {
   return v;
 }
 
+// DeepSpeed's partition_balanced over unit-weight items: the smallest
+// bottleneck b = ceil(items / pp), each stage filled with b items in order;
+// [pp] items per stage, 0 where none are left.
+std::vector<int> balanced_items(int items, int pp) {
+  const int b = (items + pp - 1) / pp;
+  std::vector<int> s(pp, 0);
+  int left = items;
+  for (int i = 0; i < pp; ++i) {
+    s[i] = std::min(b, left);
+    left -= s[i];
+  }
+  return s;
+}
+
+// Megatron-DeepSpeed's --pp-partition-method 'type:transformer' (the
+// embedding and the head weigh nothing) or 'type:transformer|embedding'
+// (one each) with DeepSpeed's balancing; [pp].
+std::vector<int> balanced_split(int L, const ParallelConfig& p) {
+  check(p.vpp == 1, "the balanced pipeline partition (DeepSpeed) has no virtual stages (got {} per pipeline rank)",
+        p.vpp);
+  check(p.first_stage_layers == 0 && p.last_stage_layers == 0,
+        "decoder-first/last-pipeline-num-layers and the balanced pipeline partition exclude each other");
+  const bool counted = p.stage_counting == StageCounting::embedding_head;
+  std::vector<int> s = balanced_items(counted ? L + 2 : L, p.pp);
+  if (counted) {  // the embedding is the first item, the head the last
+    s.front() -= 1;
+    s.back() -= 1;
+  }
+  for (int i = 0; i < p.pp; ++i)
+    check(s[i] > 0,
+          "the balanced partition of num-layers {}{} over pipeline-model-parallel-size {} leaves stage {} no "
+          "transformer layer ({} a stage from the first)",
+          L, counted ? " + 2 (embedding and head counted as layers)" : "", p.pp, i, (L + 2 * counted + p.pp - 1) / p.pp);
+  return s;
+}
+
 }  // namespace
 
 std::vector<int> virtual_stage_layers(int L, const ParallelConfig& p) {
   std::vector<int> v;
-  if (p.first_stage_layers != 0 || p.last_stage_layers != 0) {
+  if (p.stage_partition == StagePartition::balanced && p.pp > 1) {
+    v = balanced_split(L, p);
+  } else if (p.first_stage_layers != 0 || p.last_stage_layers != 0) {
     v = chunks_of_stages(first_last_split(L, p), p.vpp);
   } else if (p.stage_counting == StageCounting::embedding_head) {
     v = embedding_head_split(L, p);

@@ -29,8 +29,19 @@
 //     stage has only the embedding, and the last model chunk on the last
 //     stage has only output projection and loss calculation"). A virtual
 //     stage may so hold no transformer layer (k = 1); items that do not
-//     divide by pp x vpp are refused (DeepSpeed's balanced partition of a
-//     remainder is not modelled).
+//     divide by pp x vpp are refused.
+//   balanced (ParallelConfig::stage_partition, vpp = 1): DeepSpeed
+//     PipelineModule's partition_balanced over the counted items (the
+//     transformer layers, or with embedding-head counting also the
+//     embedding and the head), as Megatron-DeepSpeed's --pp-partition-method
+//     'type:transformer' or 'type:transformer|embedding' runs it. Its binary
+//     search finds the smallest bottleneck, b = ceil(items / pp), and its
+//     probe fills the stages in order with b items each, so every stage but
+//     the last has b and the last the rest (BLOOM's prototype, 78 layers on
+//     12 stages: 7 x 11 and 1, bigscience-workshop/bigscience
+//     train/tr11-176B-ml/chronicles-prequel.md, 'Re-do'). Where the items
+//     divide, it is the even split. A stage left without a transformer
+//     layer is refused (DeepSpeed cannot run one).
 // Virtual stages (interleaved schedule, vpp chunks): chunk c of stage s is
 // virtual stage v = c x pp + s, and the virtual stages take the layers in
 // that order. Under the even split and the first/last counts every stage's

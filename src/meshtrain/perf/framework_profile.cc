@@ -101,10 +101,14 @@ std::vector<FrameworkProfile> build() {
   // DeepSpeed's engine (Megatron-DeepSpeed's too) keeps 16-bit gradients.
   // The 2021-22 Megatron-DeepSpeed stack spends about 2 ms per layer pass
   // that the GPU work does not hide (PerfOptions::layer_pass_overhead_s).
+  // Megatron-DeepSpeed builds a DeepSpeed PipelineModule with
+  // partition_method 'type:transformer' (or '|embedding'): layers that do
+  // not divide are balanced with partition_balanced, not refused.
   for (FrameworkProfile& p : v) {
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
     if (p.name == "megatron-deepspeed-2021") p.options.layer_pass_overhead_s = 2e-3;
+    if (p.family == "megatron-deepspeed") p.stage_partition = StagePartition::balanced;
   }
   return v;
 }

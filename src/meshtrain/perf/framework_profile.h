@@ -12,6 +12,8 @@
 //                        (Megatron's --recompute-method block)
 //   flash_attention      a fused attention kernel
 //   zero_stages          the ZeRO stages it runs (0: plain data parallel)
+//   stage_partition      how its pipeline balances layers that do not
+//                        divide (parallel/stage_layers.h)
 //   options              overlaps and the ZeRO runtime (perf_options.h)
 //   family               the code base the release belongs to: releases of
 //                        one family share their kernels and layer code, so
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/parallel/parallel_config.h"
 #include "meshtrain/perf/perf_options.h"
 
 namespace meshtrain::perf {
@@ -36,6 +39,7 @@ struct FrameworkProfile {
   bool partial_recompute = true;
   bool flash_attention = true;
   std::vector<int> zero_stages{0, 1, 2, 3};
+  StagePartition stage_partition = StagePartition::even;
   PerfOptions options;
   std::string basis;
 };

@@ -23,7 +23,8 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
                                 m.ffn(),               m.padded_vocab(),  m.max_positions(),     m.gated_mlp,
                                 m.tied_embeddings,     m.learned_positions, p.tp,               p.pp,
                                 p.vpp,                 p.dp,              m.rmsnorm,             m.bias_linear,
-                                p.first_stage_layers,  p.last_stage_layers, int(p.stage_counting)};
+                                p.first_stage_layers,  p.last_stage_layers, int(p.stage_counting),
+                                int(p.stage_partition)};
   LayoutKey key{std::move(shape), kind};
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -72,6 +72,8 @@ std::vector<std::string> train_args(const ParallelConfig& p, int num_layers) {
   if (p.last_stage_layers > 0) a.insert(a.end(), {"--decoder-last-pipeline-num-layers", std::to_string(p.last_stage_layers)});
   if (p.stage_counting != StageCounting::transformer)
     a.insert(a.end(), {"--pipeline-layer-counting", std::string(stage_counting_name(p.stage_counting))});
+  if (p.stage_partition != StagePartition::even)
+    a.insert(a.end(), {"--pipeline-stage-partition", std::string(stage_partition_name(p.stage_partition))});
   if (p.vpp > 1 && p.uneven_stages()) {
     a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp)});
   } else if (p.vpp > 1) {

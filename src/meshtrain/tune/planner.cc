@@ -101,6 +101,8 @@ std::string describe(const ParallelConfig& p) {
   if (p.first_stage_layers > 0) d += fmt::format(" first={}", p.first_stage_layers);
   if (p.last_stage_layers > 0) d += fmt::format(" last={}", p.last_stage_layers);
   if (p.stage_counting != StageCounting::transformer) d += fmt::format(" stages={}", stage_counting_name(p.stage_counting));
+  if (p.stage_partition != StagePartition::even)
+    d += fmt::format(" partition={}", stage_partition_name(p.stage_partition));
   return d;
 }
 

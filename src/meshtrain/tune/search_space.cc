@@ -17,7 +17,7 @@ std::vector<int> divisors(int n, int limit) {
 // stages (embedding-head counting, stage_layers.h).
 std::vector<int> vpp_candidates(const ModelConfig& m, const SearchSpace& sp, int pp, StageCounting counting) {
   std::vector<int> vpps = {1};
-  if (pp == 1) return vpps;
+  if (pp == 1 || sp.stage_partition == StagePartition::balanced) return vpps;  // DeepSpeed: no virtual stages
   if (counting == StageCounting::embedding_head && sp.first_stage_layers == 0 && sp.last_stage_layers == 0) {
     for (int v = 2; v * pp <= m.num_layers + 2; ++v)
       if ((m.num_layers + 2) % (pp * v) == 0) vpps.push_back(v);
@@ -87,6 +87,7 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
                     p.first_stage_layers = sp.first_stage_layers;
                     p.last_stage_layers = sp.last_stage_layers;
                     p.stage_counting = counting;
+                    p.stage_partition = sp.stage_partition;
                     out.push_back(p);
                   }
       }

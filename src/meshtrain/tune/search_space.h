@@ -16,7 +16,8 @@
 //                      tp > 1; tp = 1 is always without)
 //   flash_attention:   on, off
 //   stage split (parallel/stage_layers.h): as given (first_stage_layers,
-//                last_stage_layers, stage_counting; default even) on every
+//                last_stage_layers, stage_counting, stage_partition;
+//                default even) on every
 //                candidate; with search_stage_splits, every pp > 1 also
 //                with the embedding and the head counted as layers
 //                (Megatron-DeepSpeed; the same stages as Megatron-LM's
@@ -41,10 +42,11 @@ struct SearchSpace {
   bool partial_recompute = true;
   int first_stage_layers = 0, last_stage_layers = 0;
   StageCounting stage_counting = StageCounting::transformer;
+  StagePartition stage_partition = StagePartition::even;
   bool search_stage_splits = false;
   bool uneven_stages() const {
     return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer ||
-           search_stage_splits;
+           stage_partition != StagePartition::even || search_stage_splits;
   }
 };
 

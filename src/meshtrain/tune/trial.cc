@@ -15,6 +15,7 @@ ParallelConfig config_from_json(const nlohmann::json& j) {
   p.first_stage_layers = j.value("first_stage_layers", 0);
   p.last_stage_layers = j.value("last_stage_layers", 0);
   p.stage_counting = parse_stage_counting(j.value("pipeline_layer_counting", "transformer"));
+  p.stage_partition = parse_stage_partition(j.value("pipeline_stage_partition", "even"));
   p.zero_stage = j.value("zero_stage", 0);
   p.sequence_parallel = j.value("sequence_parallel", false);
   p.micro_batch_size = j.at("micro_batch_size").get<int>();

@@ -174,6 +174,8 @@ void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   if (!f.selective_recompute && blank("recompute")) s.recompute = {Recompute::none, Recompute::full};
   if (!f.partial_recompute) s.partial_recompute = false;
   if (blank("zero_stage")) s.zero_stage = f.zero_stages;
+  if (s.first_stage_layers == 0 && s.last_stage_layers == 0)
+    s.stage_partition = p.fallback.stage_partition = f.stage_partition;
   p.options = f.options;
   if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();
   if (!s.flash_attention.empty()) p.fallback.flash_attention = s.flash_attention.front();
