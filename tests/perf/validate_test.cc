@@ -119,13 +119,14 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 6.9%, max 35.5%; the BigScience sweep ranked at Spearman 0.72):
+// (median 6.9%, max 35.5%; BigScience's 72-layer sweep ranked at Spearman
+// 0.72, its 78-layer one, balanced over 12 stages where it is pipelined so, at 0.93):
 // held as a regression guard, not a target.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
   EXPECT_TRUE(cv.held_out.skipped.empty());
-  EXPECT_EQ(cv.held_out.all.rows, 128);
+  EXPECT_EQ(cv.held_out.all.rows, 140);
   EXPECT_EQ(cv.sources.size(), 19u);
   EXPECT_LE(cv.held_out.all.median_abs_error, 0.08);
   EXPECT_LE(cv.held_out.all.max_abs_error, 0.40);
@@ -134,9 +135,11 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   EXPECT_TRUE(cv.held_out.not_fitting.empty());
   EXPECT_EQ(cv.held_out.oom_mismatch, (std::vector<std::string>{"bloom-prequel-181b-dp32-tp2-pp6-mbs1-gbs2048"}));
   const std::vector<SweepRank> sweeps = sweep_rankings(cv.held_out);
-  ASSERT_EQ(sweeps.size(), 1u);
+  ASSERT_EQ(sweeps.size(), 2u);
   EXPECT_EQ(sweeps[0].layouts, 20);
   EXPECT_GE(sweeps[0].spearman, 0.65);
+  EXPECT_EQ(sweeps[1].layouts, 8);
+  EXPECT_GE(sweeps[1].spearman, 0.8);
 }
 
 }  // namespace
