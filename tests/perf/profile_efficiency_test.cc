@@ -283,6 +283,49 @@ TEST(ProfileEfficiency, DeepSpeedReducesSixteenBitGradients) {
   EXPECT_DOUBLE_EQ(b.param_gather_s[0], a.param_gather_s[0]);  // bf16 parameters either way
 }
 
+// DeepSpeed's BF16_Optimizer (megatron-deepspeed-2022, BLOOM): fp32
+// gradients of every parameter, all-reduced in fp32 at the step end, where
+// the engine takes it (16-bit, ZeRO 0, or ZeRO 1 with pipeline parallelism).
+TEST(ProfileEfficiency, Bf16OptimizerAllReducesFp32Gradients) {
+  const perf::PerfOptions& bloom = perf::framework_profile("megatron-deepspeed-2022").options;
+  const perf::PerfOptions& mtnlg = perf::framework_profile("megatron-deepspeed-2021").options;
+  ASSERT_TRUE(bloom.bf16_optimizer);
+  ASSERT_FALSE(mtnlg.bf16_optimizer);
+  EXPECT_FALSE(perf::framework_profile("megatron-deepspeed-2023").options.bf16_optimizer);
+  EXPECT_EQ(bloom.layer_pass_overhead_s, mtnlg.layer_pass_overhead_s);
+  ParallelConfig p = bf16_full_recompute(8, 2, 4, 1, 64);
+  EXPECT_TRUE(perf::fp32_gradient_allreduce(bloom, p));
+  EXPECT_FALSE(perf::fp32_gradient_allreduce(mtnlg, p));
+  ParallelConfig q = p;
+  q.pp = 1;
+  q.dp = 8;
+  EXPECT_FALSE(perf::fp32_gradient_allreduce(bloom, q));  // ZeRO-1 without PP: DeepSpeed's ZeRO optimizer
+  q.zero_stage = 0;
+  EXPECT_TRUE(perf::fp32_gradient_allreduce(bloom, q));
+  q.zero_stage = 2;
+  EXPECT_FALSE(perf::fp32_gradient_allreduce(bloom, q));
+  q = p;
+  q.bf16 = false;
+  EXPECT_FALSE(perf::fp32_gradient_allreduce(bloom, q));
+  // Time: an all-reduce of 4 bytes an element against a reduce-scatter of
+  // 2 (about 4x the bytes on the wire); the parameter all-gather is the same.
+  const ModelConfig m = load_model_config("22b");
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  const perf::StepCosts a = perf::step_costs(m, p, s, mtnlg, cache), b = perf::step_costs(m, p, s, bloom, cache);
+  EXPECT_GT(b.grad_reduce_s[0][0], 3 * a.grad_reduce_s[0][0]);
+  EXPECT_LT(b.grad_reduce_s[0][0], 5 * a.grad_reduce_s[0][0]);
+  EXPECT_DOUBLE_EQ(b.param_gather_s[0], a.param_gather_s[0]);
+  // Bytes sent: 2 x 4 + 2 against 2 + 2 an element (times (dp - 1) / dp).
+  EXPECT_NEAR(b.dp_bytes[0] / a.dp_bytes[0], 2.5, 0.01);
+  // Memory: fp32 gradients, twice DeepSpeed's 16-bit ones, as the engine's.
+  const auto [engine, deepspeed] = stage0_memory("22b", 8, 2, 4, 1, 64, "megatron-deepspeed-2021");
+  const auto [engine2, bf16opt] = stage0_memory("22b", 8, 2, 4, 1, 64, "megatron-deepspeed-2022");
+  EXPECT_DOUBLE_EQ(bf16opt.gradients, 2 * deepspeed.gradients);
+  EXPECT_DOUBLE_EQ(bf16opt.gradients, engine2.gradients);
+  EXPECT_DOUBLE_EQ(bf16opt.optimizer, deepspeed.optimizer);
+}
+
 // Megatron-DeepSpeed 2021 pays a host cost per layer pass: a chunk of L
 // fully recomputed layers costs L passes more forward and 2 L more backward
 // (recompute and backward) per micro-batch, nothing else changes.
@@ -312,6 +355,11 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("NVIDIA NeMo 24.05", ""), "megatron-core-2024");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (bigscience fork, 2022-02)", ""), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (ROCm 5.7, FlashAttention-2 port)", ""), "megatron-deepspeed-2023");
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed (bigscience fork) + DeepSpeed BF16_Optimizer (ZeRO-1)", ""),
+            "megatron-deepspeed-2022");
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed", "BigScience 2022", "bf16"), "megatron-deepspeed-2022");
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed", "BigScience 2022", "fp16"), "megatron-deepspeed-2021");
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed (2021)", "", "bf16"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("GPT-NeoX", "Black et al. 2022"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", ""), "deepspeed-zero3");
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "fsdp-2022");

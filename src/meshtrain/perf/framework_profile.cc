@@ -70,6 +70,10 @@ std::vector<FrameworkProfile> build() {
            "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
            "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
            "Megatron's 2021 tensor parallelism without sequence parallelism"),
+      make("megatron-deepspeed-2022", "megatron-deepspeed", {false, false, false, false, false}, {0, 1}, none,
+           "Megatron-DeepSpeed as BigScience trained BLOOM-176B (bigscience fork, March 2022 on): as "
+           "megatron-deepspeed-2021, with bf16 through DeepSpeed's BF16_Optimizer (fp32 gradients of every "
+           "parameter, all-reduced in fp32 at the step end)"),
       make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),
@@ -107,7 +111,9 @@ std::vector<FrameworkProfile> build() {
   for (FrameworkProfile& p : v) {
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
-    if (p.name == "megatron-deepspeed-2021") p.options.layer_pass_overhead_s = 2e-3;
+    if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
+      p.options.layer_pass_overhead_s = 2e-3;
+    if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
     if (p.family == "megatron-deepspeed") p.stage_partition = StagePartition::balanced;
   }
   return v;
@@ -150,7 +156,7 @@ int latest_year(const std::string& text) {
 
 }  // namespace
 
-std::string infer_profile(const std::string& framework, const std::string& source) {
+std::string infer_profile(const std::string& framework, const std::string& source, const std::string& precision) {
   const std::string f = ascii_lower(framework);
   auto has = [&](const char* word) { return f.find(word) != std::string::npos; };
   int year = latest_year(f);
@@ -159,7 +165,11 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   if (has("megatron-core") || has("megatron core") || has("mcore") || has("nemo")) return "megatron-core-2024";
   if ((has("megatron") && has("deepspeed")) || has("neox")) {
     const bool fa2 = has("flashattention-2") || has("flash-attention-2") || has("flash attention 2") || has("fa2");
-    return year >= 2023 || fa2 ? "megatron-deepspeed-2023" : "megatron-deepspeed-2021";
+    if (year >= 2023 || fa2) return "megatron-deepspeed-2023";
+    const std::string prec = ascii_lower(precision);
+    const bool bf16 = prec.find("bf16") != std::string::npos && prec.find("fp16") == std::string::npos;
+    const bool bf16_optimizer = has("bf16_optimizer") || has("bf16 optimizer") || (bf16 && year >= 2022);
+    return bf16_optimizer ? "megatron-deepspeed-2022" : "megatron-deepspeed-2021";
   }
   if (has("deepspeed")) return "deepspeed-zero3";
   const bool fsdp = has("fsdp") || has("fairscale") || has("metaseq") || has("composer") || has("llm-foundry");

@@ -54,13 +54,16 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 // The profile a published run's free-text framework description names, for
 // rows that give no profile: torchtitan or FSDP2 -> torchtitan-2024;
 // Megatron-Core or NeMo -> megatron-core-2024; Megatron with DeepSpeed (and
-// GPT-NeoX) -> megatron-deepspeed-2021, -2023 from 2023 or with
+// GPT-NeoX) -> megatron-deepspeed-2021, -2022 where it names DeepSpeed's
+// BF16_Optimizer or the run is bf16 from 2022 (`precision` "bf16": the
+// optimizer DeepSpeed then takes), -2023 from 2023 or with
 // FlashAttention-2; DeepSpeed alone -> deepspeed-zero3; FSDP in a 4D or
 // pipelined stack -> megatron-core-2024; FSDP, FairScale, metaseq,
 // Composer / llm-foundry -> fsdp-2022; Megatron-LM -> by year
 // (2021 or earlier, 2022, 2023 on: megatron-core-2024). The year is the
 // latest 2015-2029 written in `framework`, else in `source`. Empty when
 // nothing matches.
-std::string infer_profile(const std::string& framework, const std::string& source);
+std::string infer_profile(const std::string& framework, const std::string& source,
+                          const std::string& precision = "");
 
 }  // namespace meshtrain::perf

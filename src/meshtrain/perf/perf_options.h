@@ -33,6 +33,8 @@
 // reduce-scatter grows with the group (collective.h).
 #pragma once
 
+#include "meshtrain/parallel/parallel_config.h"
+
 namespace meshtrain::perf {
 
 struct ZeroRuntime {
@@ -61,6 +63,17 @@ struct PerfOptions {
   // SC20, Sec. 3.1: 2 bytes of parameters and 2 of gradients per element,
   // 12 of optimizer state), instead of the engine's fp32 gradients.
   bool model_dtype_gradients = false;
+  // DeepSpeed's BF16_Optimizer (DeepSpeed 0.6, 2022, written for BLOOM:
+  // bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md,
+  // 'Rebalancing layers': gradients accumulated in fp32, "4bytes x params
+  // and it's not sharded across gpus"), which DeepSpeed's engine takes for
+  // bf16 with ZeRO 0, or ZeRO 1 under pipeline parallelism: every rank
+  // holds fp32 gradients of all its parameters, and the pipeline engine
+  // all-reduces them in fp32 at the step end (deepspeed/runtime/pipe/
+  // engine.py, _exec_reduce_grads -> _bf16_reduce_grads ->
+  // buffered_allreduce_fallback over the optimizer's fp32 gradients).
+  // Applies where fp32_gradient_allreduce() says.
+  bool bf16_optimizer = false;
   // Host time per transformer layer per pass (forward, recompute, backward)
   // that the GPU work does not hide, per micro-batch: a cost that favours
   // fewer, larger micro-batches and fewer layers per rank. Megatron-
@@ -73,5 +86,11 @@ struct PerfOptions {
   double layer_pass_overhead_s = 0;
   ZeroRuntime zero;
 };
+
+// Whether the step-end reduction all-reduces fp32 gradients held for every
+// parameter (PerfOptions::bf16_optimizer) for this layout.
+inline bool fp32_gradient_allreduce(const PerfOptions& o, const ParallelConfig& p) {
+  return o.bf16_optimizer && p.bf16 && (p.zero_stage == 0 || (p.zero_stage == 1 && p.pp > 1));
+}
 
 }  // namespace meshtrain::perf

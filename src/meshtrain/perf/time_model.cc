@@ -371,7 +371,10 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
       // Step-end reduction: fp32 gradients (Megatron's main_grad), or the
       // 16-bit gradients a DeepSpeed engine holds and reduces as they are.
       const double step_gbytes = o.model_dtype_gradients ? pbytes : 4;
-      if (p.zero_stage == 0) {
+      if (fp32_gradient_allreduce(o, p)) {  // DeepSpeed's BF16_Optimizer
+        r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * 4);
+        dp_bytes += dp_sent(Collective::all_reduce, numel * 4);
+      } else if (p.zero_stage == 0) {
         r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * step_gbytes);
         dp_bytes += dp_sent(Collective::all_reduce, numel * step_gbytes);
       } else if (p.zero_stage == 1) {

@@ -48,7 +48,8 @@
 //       --overlap-grad-reduce).
 //       ZeRO-0 all-reduces, ZeRO-1 reduce-scatters the fp32
 //       gradients once per step (the 16-bit ones where the framework holds
-//       them so, PerfOptions::model_dtype_gradients: DeepSpeed); ZeRO-1/2
+//       them so, PerfOptions::model_dtype_gradients: DeepSpeed; DeepSpeed's
+//       BF16_Optimizer all-reduces fp32 ones, PerfOptions::bf16_optimizer); ZeRO-1/2
 //       all-gather the updated parameters after the optimizer.
 // Optimizer: Adam over the rank's shard, memory-bound: 34 bytes per element
 // with bf16 (fp32 gradient, master weight, m and v read and written, bf16

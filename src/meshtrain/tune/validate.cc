@@ -192,8 +192,9 @@ void read_profile(const CsvTable& t, size_t r, RunRow& p) {
     p.profile = given;
     return;
   }
-  if (!given.empty()) p.profile = perf::infer_profile(given, t.field(r, "source"));
-  if (p.profile.empty()) p.profile = perf::infer_profile(t.field(r, "framework"), t.field(r, "source"));
+  const std::string& precision = t.field(r, "precision");
+  if (!given.empty()) p.profile = perf::infer_profile(given, t.field(r, "source"), precision);
+  if (p.profile.empty()) p.profile = perf::infer_profile(t.field(r, "framework"), t.field(r, "source"), precision);
   p.profile_inferred = !p.profile.empty();
   if (!given.empty() && p.profile.empty()) (void)perf::framework_profile(given);  // throws, naming the known ones
 }
