@@ -139,6 +139,7 @@ TEST(Resume, OtherLayouts) {
       {4, "--tensor-model-parallel-size 4"},
       {4, "--pipeline-model-parallel-size 2 --zero-stage 2"},
       {4, "--zero-stage 3"},
+      {3, "--pipeline-model-parallel-size 3 --pipeline-stage-partition balanced"},  // 3, 3, 2 layers
   };
   int k = 0;
   for (const auto& [np, layout] : layouts) {
