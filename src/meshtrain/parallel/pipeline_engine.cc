@@ -233,9 +233,10 @@ void PipelineEngine<T>::backward(int mb, int c, const StepBatch& batch, StepStat
   st.backward_s += dt;
 }
 
+// Per-step bookkeeping: the stashes, and how many backward contributions
+// each unit's gradient waits for before its data-parallel reduction posts.
 template <class T>
-void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, StepStats& st) {
-  MT_ASSERT(batch.num_micro_batches == p_.num_micro_batches());
+void PipelineEngine<T>::begin_step(float dloss) {
   dloss_ = dloss;
   stashes_.clear();
   stashes_.resize(static_cast<size_t>(p_.num_micro_batches()) * p_.vpp);
@@ -253,69 +254,103 @@ void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, Ste
   }
   if (has_embedding && has_head && &layout_.output_weight() == &layout_.word_embedding())
     expected_[layout_.index(layout_.word_embedding())] *= 2;
-  Communicator& pp = mesh_.pp_group();
-  const int64_t count = bd_.Ns() * bd_.h;
-  st.actions.reserve(schedule_.stages[mesh_.coord().pp].size());
-  for (const Action& a : schedule_.stages[mesh_.coord().pp]) {
+}
+
+// recv_forward: the previous virtual stage's output into the stash's input.
+template <class T>
+void PipelineEngine<T>::recv_forward(const Action& a, StepStats& st) {
+  ChunkStash& cs = stash(a.micro_batch, a.chunk);
+  MT_ASSERT(cs.input != nullptr);
+  const double t0 = now_s();
+  mesh_.pp_group().recv(cs.input, boundary_count(), peer_rank(a.chunk, false), tag(a.micro_batch, a.chunk, false));
+  st.idle_s += now_s() - t0;
+}
+
+// send_forward: the chunk's output to the next virtual stage (non-blocking;
+// the buffer travels with the request).
+template <class T>
+void PipelineEngine<T>::send_forward(const Action& a, bool train) {
+  ChunkStash& cs = stash(a.micro_batch, a.chunk);
+  const int next_chunk = mesh_.coord().pp == p_.pp - 1 ? a.chunk + 1 : a.chunk;
+  Request r = mesh_.pp_group().isend(cs.out.template as<T>(), boundary_count(), peer_rank(a.chunk, true),
+                                     tag(a.micro_batch, next_chunk, false));
+  sends_.push_back(Send{std::move(r), std::move(cs.out)});
+  if (!train) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
+  complete_sends(false);
+}
+
+// recv_backward: the next virtual stage's input gradient, into a buffer of
+// its own (cs.grad, read by backward as cs.dx).
+template <class T>
+void PipelineEngine<T>::recv_backward(const Action& a, StepStats& st) {
+  ChunkStash& cs = stash(a.micro_batch, a.chunk);
+  cs.grad = Buffer(MemCategory::comm_buffers, boundary_count() * sizeof(T), /*zero=*/false);
+  cs.dx = cs.grad.template as<T>();
+  const double t0 = now_s();
+  mesh_.pp_group().recv(cs.dx, boundary_count(), peer_rank(a.chunk, true), tag(a.micro_batch, a.chunk, true));
+  st.idle_s += now_s() - t0;
+}
+
+// send_backward: the chunk's input gradient to the previous virtual stage.
+template <class T>
+void PipelineEngine<T>::send_backward(const Action& a) {
+  auto& slot = stashes_[a.micro_batch * p_.vpp + a.chunk];
+  const int prev_chunk = mesh_.coord().pp == 0 ? a.chunk - 1 : a.chunk;
+  const int64_t count = boundary_count();
+  // The gradient lives in the received buffer, or in the stash (head): the
+  // stash is freed now, not when the send completes, so the head's gradient
+  // is sent from a copy.
+  Buffer buf = std::move(slot->grad);
+  if (buf.empty()) {
+    buf = Buffer(MemCategory::comm_buffers, count * sizeof(T), /*zero=*/false);
+    std::memcpy(buf.data(), slot->dx, count * sizeof(T));
+  }
+  Request r = mesh_.pp_group().isend(buf.template as<T>(), count, peer_rank(a.chunk, false),
+                                     tag(a.micro_batch, prev_chunk, true));
+  sends_.push_back(Send{std::move(r), std::move(buf)});
+  slot.reset();
+  complete_sends(false);
+}
+
+// One action of this stage's list.
+template <class T>
+void PipelineEngine<T>::execute(const Action& a, const StepBatch& batch, bool train, StepStats& st) {
+  switch (a.kind) {
+    case ActionKind::recv_forward:
+      recv_forward(a, st);
+      break;
+    case ActionKind::forward:
+      forward(a.micro_batch, a.chunk, batch, train, st);
+      if (!train && layout_.has_head(a.chunk)) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
+      break;
+    case ActionKind::send_forward:
+      send_forward(a, train);
+      break;
+    case ActionKind::recv_backward:
+      recv_backward(a, st);
+      break;
+    case ActionKind::backward:
+      backward(a.micro_batch, a.chunk, batch, st);
+      if (layout_.has_embedding(a.chunk)) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
+      break;
+    case ActionKind::send_backward:
+      send_backward(a);
+      break;
+  }
+}
+
+template <class T>
+void PipelineEngine<T>::run(const StepBatch& batch, bool train, float dloss, StepStats& st) {
+  MT_ASSERT(batch.num_micro_batches == p_.num_micro_batches());
+  begin_step(dloss);
+  const auto& actions = schedule_.stages[mesh_.coord().pp];
+  st.actions.reserve(actions.size());
+  for (const Action& a : actions) {
     const bool bwd_action = a.kind == ActionKind::recv_backward || a.kind == ActionKind::backward ||
                             a.kind == ActionKind::send_backward;
     if (!train && bwd_action) continue;
     const double a0 = now_s();
-    switch (a.kind) {
-      case ActionKind::recv_forward: {
-        ChunkStash& cs = stash(a.micro_batch, a.chunk);
-        const double t0 = now_s();
-        MT_ASSERT(cs.input != nullptr);
-        pp.recv(cs.input, count, peer_rank(a.chunk, false), tag(a.micro_batch, a.chunk, false));
-        st.idle_s += now_s() - t0;
-        break;
-      }
-      case ActionKind::forward:
-        forward(a.micro_batch, a.chunk, batch, train, st);
-        if (!train && layout_.has_head(a.chunk)) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
-        break;
-      case ActionKind::send_forward: {
-        ChunkStash& cs = stash(a.micro_batch, a.chunk);
-        const int next_chunk = mesh_.coord().pp == p_.pp - 1 ? a.chunk + 1 : a.chunk;
-        Request r = pp.isend(cs.out.template as<T>(), count, peer_rank(a.chunk, true),
-                             tag(a.micro_batch, next_chunk, false));
-        sends_.push_back(Send{std::move(r), std::move(cs.out)});
-        if (!train) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
-        complete_sends(false);
-        break;
-      }
-      case ActionKind::recv_backward: {
-        ChunkStash& cs = stash(a.micro_batch, a.chunk);
-        cs.grad = Buffer(MemCategory::comm_buffers, count * sizeof(T), /*zero=*/false);
-        cs.dx = cs.grad.template as<T>();
-        const double t0 = now_s();
-        pp.recv(cs.dx, count, peer_rank(a.chunk, true), tag(a.micro_batch, a.chunk, true));
-        st.idle_s += now_s() - t0;
-        break;
-      }
-      case ActionKind::backward:
-        backward(a.micro_batch, a.chunk, batch, st);
-        if (layout_.has_embedding(a.chunk)) stashes_[a.micro_batch * p_.vpp + a.chunk].reset();
-        break;
-      case ActionKind::send_backward: {
-        auto& slot = stashes_[a.micro_batch * p_.vpp + a.chunk];
-        const int prev_chunk = mesh_.coord().pp == 0 ? a.chunk - 1 : a.chunk;
-        // The gradient lives in the received buffer, or in the stash (head):
-        // the stash is freed now, not when the send completes, so the head's
-        // gradient is sent from a copy.
-        Buffer buf = std::move(slot->grad);
-        if (buf.empty()) {
-          buf = Buffer(MemCategory::comm_buffers, count * sizeof(T), /*zero=*/false);
-          std::memcpy(buf.data(), slot->dx, count * sizeof(T));
-        }
-        Request r = pp.isend(buf.template as<T>(), count, peer_rank(a.chunk, false),
-                             tag(a.micro_batch, prev_chunk, true));
-        sends_.push_back(Send{std::move(r), std::move(buf)});
-        slot.reset();
-        complete_sends(false);
-        break;
-      }
-    }
+    execute(a, batch, train, st);
     st.actions.push_back(ActionTime{a, a0, now_s()});
   }
   complete_sends(true);

@@ -74,6 +74,14 @@ class PipelineEngine {
   void head_forward(ChunkStash& cs, const T* x, int mb, const StepBatch& batch, bool train, StepStats& st);
   void backward(int mb, int c, const StepBatch& batch, StepStats& st);
   void run(const StepBatch& batch, bool train, float dloss, StepStats& st);
+  void begin_step(float dloss);
+  void execute(const Action& a, const StepBatch& batch, bool train, StepStats& st);
+  void recv_forward(const Action& a, StepStats& st);
+  void send_forward(const Action& a, bool train);
+  void recv_backward(const Action& a, StepStats& st);
+  void send_backward(const Action& a);
+  // Elements of one pipeline-boundary activation or gradient ([Ns, h]).
+  int64_t boundary_count() const { return bd_.Ns() * bd_.h; }
   ChunkStash& stash(int mb, int c);
   int peer_rank(int c, bool next) const;  // world rank of the neighbouring virtual stage
   int tag(int mb, int c, bool grad) const;
