@@ -91,125 +91,144 @@ struct UnitBuilder {
 
 }  // namespace
 
+namespace {
+
+constexpr float kInitStd = 0.02f;
+// GPT-2 / Megatron: output projections scaled by 1/sqrt(2 * layers).
+float output_init_std(const ModelConfig& m) { return kInitStd / std::sqrt(2.0f * m.num_layers); }
+
+Unit new_unit(std::string name, UnitKind kind, int layer, int chunk) {
+  Unit u;
+  u.name = std::move(name);
+  u.kind = kind;
+  u.layer = layer;
+  u.chunk = chunk;
+  u.slots.fill(-1);
+  return u;
+}
+
+}  // namespace
+
 Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int pp_rank) {
   Layout L;
-  L.dp_ = p.dp;
-  L.pp_ = p.pp;
-  L.vpp_ = p.vpp;
-  L.pp_rank_ = pp_rank;
-  const std::vector<int> virtual_layers = virtual_stage_layers(m.num_layers, p);
-  L.stage_layers_ = meshtrain::stage_layers(m.num_layers, p);
-  L.chunk_offset_.push_back(0);
-  for (int c = 0; c < p.vpp; ++c) {
-    L.chunk_layers_.push_back(virtual_layers[static_cast<size_t>(L.virtual_stage(c))]);
-    L.first_layer_.push_back(virtual_stage_first_layer(virtual_layers, L.virtual_stage(c)));
-    L.chunk_offset_.push_back(L.chunk_offset_.back() + L.chunk_layers_.back());
-  }
+  L.place_chunks(m, p, pp_rank);
   L.tied_embeddings_ = m.tied_embeddings;
-  const int64_t h = m.hidden_size, f = m.ffn(), v = m.padded_vocab();
+  for (int c = 0; c < p.vpp; ++c) {
+    if (L.has_embedding(c)) L.add_embedding(m, p, tp_rank, c);
+    for (int l = L.first_layer(c); l < L.first_layer(c) + L.chunk_layers(c); ++l) L.add_block(m, p, tp_rank, c, l);
+    if (L.has_head(c)) L.add_head(m, p, tp_rank, c);
+  }
+  return L;
+}
+
+void Layout::place_chunks(const ModelConfig& m, const ParallelConfig& p, int pp_rank) {
+  dp_ = p.dp;
+  pp_ = p.pp;
+  vpp_ = p.vpp;
+  pp_rank_ = pp_rank;
+  const std::vector<int> virtual_layers = virtual_stage_layers(m.num_layers, p);
+  stage_layers_ = meshtrain::stage_layers(m.num_layers, p);
+  chunk_offset_.push_back(0);
+  for (int c = 0; c < p.vpp; ++c) {
+    chunk_layers_.push_back(virtual_layers[static_cast<size_t>(virtual_stage(c))]);
+    first_layer_.push_back(virtual_stage_first_layer(virtual_layers, virtual_stage(c)));
+    chunk_offset_.push_back(chunk_offset_.back() + chunk_layers_.back());
+  }
+}
+
+// Appends u at the end of the flat buffer, padded to 16 x dp elements.
+int Layout::append(Unit u) {
+  const int64_t align = 16 * static_cast<int64_t>(dp_);
+  u.padded_numel = (u.numel + align - 1) / align * align;
+  u.offset = numel_;
+  for (auto& s : u.params) s.offset += u.offset;
+  numel_ += u.padded_numel;
+  units_.push_back(std::move(u));
+  return static_cast<int>(units_.size()) - 1;
+}
+
+void Layout::add_embedding(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int c) {
+  const int64_t h = m.hidden_size;
+  Unit u = new_unit("embedding.word", UnitKind::embedding, -1, c);
+  UnitBuilder{u, p.tp, tp_rank}.add("embedding.word", m.padded_vocab(), h, 0, InitKind::normal, kInitStd, true);
+  word_ = append(std::move(u));
+  if (m.learned_positions) {
+    Unit q = new_unit("embedding.position", UnitKind::embedding, -1, c);
+    UnitBuilder{q, p.tp, tp_rank}.add_sequence_replicated("embedding.position", m.max_positions(), h,
+                                                          InitKind::normal, kInitStd, true);
+    position_ = append(std::move(q));
+  }
+}
+
+// One transformer block: its parameters in the engine's order, each slot
+// recorded for Unit::param().
+void Layout::add_block(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int c, int l) {
+  const int64_t h = m.hidden_size, f = m.ffn();
   // qkv rows: per key/value group its query heads, its key and its value,
   // hd rows each (Megatron's layout), so a TP slice is whole groups.
   const int64_t qkv = (int64_t{m.num_attention_heads} + 2 * m.kv_heads()) * m.head_dim();
-  const float std = 0.02f;
-  // GPT-2 / Megatron: output projections scaled by 1/sqrt(2 * layers).
-  const float out_std = 0.02f / std::sqrt(2.0f * m.num_layers);
-
-  auto finish = [&](Unit u) {
-    const int64_t align = 16 * static_cast<int64_t>(p.dp);
-    u.padded_numel = (u.numel + align - 1) / align * align;
-    u.offset = L.numel_;
-    for (auto& s : u.params) s.offset += u.offset;
-    L.numel_ += u.padded_numel;
-    L.units_.push_back(std::move(u));
+  const float std = kInitStd, out_std = output_init_std(m);
+  const std::string n = "layers." + std::to_string(l);
+  Unit u = new_unit(n, UnitKind::block, l, c);
+  UnitBuilder b{u, p.tp, tp_rank};
+  auto add = [&](BlockParam which, int64_t rows, int64_t cols, int split, InitKind init, float sd, bool decay) {
+    u.slots[static_cast<size_t>(which)] = static_cast<int8_t>(u.params.size());
+    b.add(n + "." + block_param_name(which), rows, cols, split, init, sd, decay);
   };
-
-  for (int c = 0; c < p.vpp; ++c) {
-    auto unit = [&](std::string name, UnitKind kind, int layer) {
-      Unit u;
-      u.name = std::move(name);
-      u.kind = kind;
-      u.layer = layer;
-      u.chunk = c;
-      u.slots.fill(-1);
-      return u;
-    };
-    if (L.has_embedding(c)) {
-      L.word_ = static_cast<int>(L.units_.size());
-      Unit u = unit("embedding.word", UnitKind::embedding, -1);
-      UnitBuilder{u, p.tp, tp_rank}.add("embedding.word", v, h, 0, InitKind::normal, std, true);
-      finish(std::move(u));
-      if (m.learned_positions) {
-        L.position_ = static_cast<int>(L.units_.size());
-        Unit q = unit("embedding.position", UnitKind::embedding, -1);
-        UnitBuilder{q, p.tp, tp_rank}.add_sequence_replicated("embedding.position", m.max_positions(), h,
-                                                              InitKind::normal, std, true);
-        finish(std::move(q));
-      }
-    }
-    for (int l = L.first_layer(c); l < L.first_layer(c) + L.chunk_layers(c); ++l) {
-      const std::string n = "layers." + std::to_string(l);
-      Unit u = unit(n, UnitKind::block, l);
-      UnitBuilder b{u, p.tp, tp_rank};
-      auto add = [&](BlockParam which, int64_t rows, int64_t cols, int split, InitKind init, float sd, bool decay) {
-        u.slots[static_cast<size_t>(which)] = static_cast<int8_t>(u.params.size());
-        b.add(n + "." + block_param_name(which), rows, cols, split, init, sd, decay);
-      };
-      // Norm weights and biases: replicated, fed by sequence shards.
-      auto norm = [&](BlockParam which, InitKind init) {
-        u.slots[static_cast<size_t>(which)] = static_cast<int8_t>(u.params.size());
-        b.add_sequence_replicated(n + "." + block_param_name(which), h, 1, init, 0, false);
-      };
-      // Llama blocks: RMSNorm has no bias, --disable-bias-linear drops the
-      // matmul biases, SwiGLU adds the up projection after the gate (fc).
-      const bool bias = m.bias_linear, ln_bias = !m.rmsnorm;
-      norm(BlockParam::ln1_weight, InitKind::ones);
-      if (ln_bias) norm(BlockParam::ln1_bias, InitKind::zeros);
-      add(BlockParam::qkv_weight, qkv, h, 0, InitKind::normal, std, true);
-      if (bias) add(BlockParam::qkv_bias, qkv, 1, 0, InitKind::zeros, 0, false);
-      add(BlockParam::proj_weight, h, h, 1, InitKind::normal, out_std, true);
-      if (bias) add(BlockParam::proj_bias, h, 1, -1, InitKind::zeros, 0, false);
-      norm(BlockParam::ln2_weight, InitKind::ones);
-      if (ln_bias) norm(BlockParam::ln2_bias, InitKind::zeros);
-      add(BlockParam::fc_weight, f, h, 0, InitKind::normal, std, true);
-      if (m.gated_mlp) add(BlockParam::fc_up_weight, f, h, 0, InitKind::normal, std, true);
-      if (bias) add(BlockParam::fc_bias, f, 1, 0, InitKind::zeros, 0, false);
-      if (bias && m.gated_mlp) add(BlockParam::fc_up_bias, f, 1, 0, InitKind::zeros, 0, false);
-      add(BlockParam::fc2_weight, h, f, 1, InitKind::normal, out_std, true);
-      if (bias) add(BlockParam::fc2_bias, h, 1, -1, InitKind::zeros, 0, false);
-      // The engine multiplies with [gate | up] of this rank as one matrix.
-      if (m.gated_mlp) {
-        MT_ASSERT(u.param(BlockParam::fc_up_weight).offset ==
-                  u.param(BlockParam::fc_weight).offset + u.param(BlockParam::fc_weight).numel());
-        if (bias)
-          MT_ASSERT(u.param(BlockParam::fc_up_bias).offset ==
-                    u.param(BlockParam::fc_bias).offset + u.param(BlockParam::fc_bias).numel());
-      }
-      L.blocks_.push_back(static_cast<int>(L.units_.size()));
-      finish(std::move(u));
-    }
-    if (L.has_head(c)) {
-      L.final_norm_ = static_cast<int>(L.units_.size());
-      Unit u = unit("head.lnf", UnitKind::head, -1);
-      UnitBuilder b{u, p.tp, tp_rank};
-      b.add_sequence_replicated("head.lnf.weight", h, 1, InitKind::ones, 0, false);
-      if (!m.rmsnorm) b.add_sequence_replicated("head.lnf.bias", h, 1, InitKind::zeros, 0, false);
-      finish(std::move(u));
-      if (!m.tied_embeddings) {
-        L.output_ = static_cast<int>(L.units_.size());
-        Unit o = unit("head.output", UnitKind::head, -1);
-        UnitBuilder{o, p.tp, tp_rank}.add("head.output", v, h, 0, InitKind::normal, std, true);
-        finish(std::move(o));
-      } else if (p.pp > 1) {  // the last stage's copy of the tied word embedding
-        L.output_ = static_cast<int>(L.units_.size());
-        Unit w = unit("head.word", UnitKind::head, -1);
-        UnitBuilder{w, p.tp, tp_rank}.add("head.word", v, h, 0, InitKind::normal, std, true, "embedding.word");
-        finish(std::move(w));
-      } else {  // one stage, tied: the head multiplies with the word embedding
-        L.output_ = L.word_;
-      }
-    }
+  // Norm weights and biases: replicated, fed by sequence shards.
+  auto norm = [&](BlockParam which, InitKind init) {
+    u.slots[static_cast<size_t>(which)] = static_cast<int8_t>(u.params.size());
+    b.add_sequence_replicated(n + "." + block_param_name(which), h, 1, init, 0, false);
+  };
+  // Llama blocks: RMSNorm has no bias, --disable-bias-linear drops the
+  // matmul biases, SwiGLU adds the up projection after the gate (fc).
+  const bool bias = m.bias_linear, ln_bias = !m.rmsnorm;
+  norm(BlockParam::ln1_weight, InitKind::ones);
+  if (ln_bias) norm(BlockParam::ln1_bias, InitKind::zeros);
+  add(BlockParam::qkv_weight, qkv, h, 0, InitKind::normal, std, true);
+  if (bias) add(BlockParam::qkv_bias, qkv, 1, 0, InitKind::zeros, 0, false);
+  add(BlockParam::proj_weight, h, h, 1, InitKind::normal, out_std, true);
+  if (bias) add(BlockParam::proj_bias, h, 1, -1, InitKind::zeros, 0, false);
+  norm(BlockParam::ln2_weight, InitKind::ones);
+  if (ln_bias) norm(BlockParam::ln2_bias, InitKind::zeros);
+  add(BlockParam::fc_weight, f, h, 0, InitKind::normal, std, true);
+  if (m.gated_mlp) add(BlockParam::fc_up_weight, f, h, 0, InitKind::normal, std, true);
+  if (bias) add(BlockParam::fc_bias, f, 1, 0, InitKind::zeros, 0, false);
+  if (bias && m.gated_mlp) add(BlockParam::fc_up_bias, f, 1, 0, InitKind::zeros, 0, false);
+  add(BlockParam::fc2_weight, h, f, 1, InitKind::normal, out_std, true);
+  if (bias) add(BlockParam::fc2_bias, h, 1, -1, InitKind::zeros, 0, false);
+  // The engine multiplies with [gate | up] of this rank as one matrix.
+  if (m.gated_mlp) {
+    MT_ASSERT(u.param(BlockParam::fc_up_weight).offset ==
+              u.param(BlockParam::fc_weight).offset + u.param(BlockParam::fc_weight).numel());
+    if (bias)
+      MT_ASSERT(u.param(BlockParam::fc_up_bias).offset ==
+                u.param(BlockParam::fc_bias).offset + u.param(BlockParam::fc_bias).numel());
   }
-  return L;
+  blocks_.push_back(append(std::move(u)));
+}
+
+// The final norm, then the output matrix: its own (untied), the last
+// stage's copy of the tied word embedding, or with one stage and tied
+// weights the word embedding itself.
+void Layout::add_head(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int c) {
+  const int64_t h = m.hidden_size, v = m.padded_vocab();
+  Unit u = new_unit("head.lnf", UnitKind::head, -1, c);
+  UnitBuilder b{u, p.tp, tp_rank};
+  b.add_sequence_replicated("head.lnf.weight", h, 1, InitKind::ones, 0, false);
+  if (!m.rmsnorm) b.add_sequence_replicated("head.lnf.bias", h, 1, InitKind::zeros, 0, false);
+  final_norm_ = append(std::move(u));
+  if (!m.tied_embeddings) {
+    Unit o = new_unit("head.output", UnitKind::head, -1, c);
+    UnitBuilder{o, p.tp, tp_rank}.add("head.output", v, h, 0, InitKind::normal, kInitStd, true);
+    output_ = append(std::move(o));
+  } else if (p.pp > 1) {
+    Unit w = new_unit("head.word", UnitKind::head, -1, c);
+    UnitBuilder{w, p.tp, tp_rank}.add("head.word", v, h, 0, InitKind::normal, kInitStd, true, "embedding.word");
+    output_ = append(std::move(w));
+  } else {
+    output_ = word_;
+  }
 }
 
 int64_t Layout::unpadded_numel() const {

@@ -158,6 +158,13 @@ class Layout {
 
  private:
   const Unit& at(int index, const char* what) const;
+  // build()'s parts: the layers of each chunk, then per chunk its units in
+  // flat-buffer order (embedding, blocks, head), each appended padded.
+  void place_chunks(const ModelConfig& m, const ParallelConfig& p, int pp_rank);
+  void add_embedding(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int chunk);
+  void add_block(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int chunk, int layer);
+  void add_head(const ModelConfig& m, const ParallelConfig& p, int tp_rank, int chunk);
+  int append(Unit u);  // its index
   std::vector<Unit> units_;
   std::vector<int> blocks_;  // [chunk_offset_[chunk] + i] -> units_ index
   std::vector<int> stage_layers_, first_layer_, chunk_layers_;  // [pp], [vpp], [vpp]
