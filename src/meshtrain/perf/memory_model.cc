@@ -186,7 +186,15 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   b.parameters = double(st.parameters);
   b.gradients = double(st.gradients);
   b.optimizer = double(st.optimizer);
-  if (o.model_dtype_gradients && p.bf16 && !fp32_gradient_allreduce(o, p)) b.gradients /= 2;
+  if (fp32_gradient_allreduce(o, p)) {
+    // DeepSpeed's BF16_Optimizer: fp32 gradients of every parameter, and the
+    // 16-bit ones the backward writes, kept until the next backward
+    // (PipelineEngine: clear_lp_grads() before it, update_hp_grads(
+    // clear_lp_grads=False) after).
+    b.gradients *= 1.5;
+  } else if (o.model_dtype_gradients && p.bf16) {
+    b.gradients /= 2;
+  }
   if (o.zero.fp32_sharded_parameters && p.bf16 && p.zero_stage == 3) {
     b.parameters *= 2;        // fp32 shards instead of bf16
     b.optimizer *= 8.0 / 12;  // Adam m and v, no separate master copy
