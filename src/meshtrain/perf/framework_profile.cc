@@ -73,7 +73,7 @@ std::vector<FrameworkProfile> build() {
       make("megatron-deepspeed-2022", "megatron-deepspeed", {false, false, false, false, false}, {0, 1}, none,
            "Megatron-DeepSpeed as BigScience trained BLOOM-176B (bigscience fork, March 2022 on): as "
            "megatron-deepspeed-2021, with bf16 through DeepSpeed's BF16_Optimizer (fp32 gradients of every "
-           "parameter, all-reduced in fp32 at the step end)"),
+           "parameter beside the 16-bit ones of the last backward, all-reduced in fp32 at the step end)"),
       make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),

@@ -70,10 +70,10 @@ struct PerfOptions {
   // bf16 with ZeRO 0, or ZeRO 1 under pipeline parallelism: every rank
   // holds fp32 gradients of all its parameters (and the bf16 ones of the
   // last backward, which the pipeline engine clears only before the next:
-  // 6 bytes an element), and the pipeline engine
-  // all-reduces them in fp32 at the step end (deepspeed/runtime/pipe/
-  // engine.py, _exec_reduce_grads -> _bf16_reduce_grads ->
-  // buffered_allreduce_fallback over the optimizer's fp32 gradients).
+  // 6 bytes an element), and the pipeline engine all-reduces them in fp32
+  // at the step end (deepspeed/runtime/pipe/engine.py, _exec_reduce_grads
+  // -> _bf16_reduce_grads -> buffered_allreduce_fallback over the
+  // optimizer's fp32 gradients).
   // Applies where fp32_gradient_allreduce() says.
   bool bf16_optimizer = false;
   // Host time per transformer layer per pass (forward, recompute, backward)
