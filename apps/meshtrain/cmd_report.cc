@@ -21,30 +21,6 @@ struct ReportArgs {
   std::string run, out, system;
 };
 
-// The run's layout, from the "parallel" object the report's config holds.
-ParallelConfig parallel_of(const nlohmann::json& j) {
-  ParallelConfig p;
-  p.tp = j.at("tensor_model_parallel_size");
-  p.pp = j.at("pipeline_model_parallel_size");
-  p.dp = j.at("data_parallel_size");
-  p.vpp = j.at("virtual_pipeline_chunks");
-  p.first_stage_layers = j.value("first_stage_layers", 0);
-  p.last_stage_layers = j.value("last_stage_layers", 0);
-  p.stage_counting = parse_stage_counting(j.value("pipeline_layer_counting", "transformer"));
-  p.stage_partition = parse_stage_partition(j.value("pipeline_stage_partition", "even"));
-  p.zero_stage = j.at("zero_stage");
-  p.sequence_parallel = j.at("sequence_parallel");
-  p.micro_batch_size = j.at("micro_batch_size");
-  p.global_batch_size = j.at("global_batch_size");
-  p.schedule = parse_schedule(j.at("pipeline_schedule").get<std::string>());
-  p.recompute = parse_recompute(j.at("recompute_granularity").get<std::string>());
-  p.recompute_method = parse_recompute_method(j.at("recompute_method").get<std::string>());
-  p.recompute_num_layers = j.at("recompute_num_layers");
-  p.bf16 = j.at("bf16");
-  p.flash_attention = j.value("use_flash_attn", true);
-  return p;
-}
-
 int run_report(const ReportArgs& a) {
   std::ifstream in(a.run);
   check(in.good(), "cannot read run report {}", a.run);
@@ -59,7 +35,7 @@ int run_report(const ReportArgs& a) {
   if (!a.system.empty()) {
     try {
       const ModelConfig m = run.at("config").at("model").get<ModelConfig>();
-      const ParallelConfig p = parallel_of(run.at("config").at("parallel"));
+      const ParallelConfig p = run.at("config").at("parallel").get<ParallelConfig>();
       prediction = perf::predict(m, p, perf::load_system_spec(a.system), run.value("world_size", p.world()));
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("run report {} has no usable config for a prediction: {}", a.run, e.what()));

@@ -91,5 +91,9 @@ inline RankCoord coord_of(const ParallelConfig& p, int rank) {
 void validate(const ModelConfig& m, const ParallelConfig& p, int world = 0);
 
 void to_json(nlohmann::json& j, const ParallelConfig& p);
+// The inverse of to_json: the sizes and batches required, every other key
+// optional (its default); throws on a value of the wrong type or an unknown
+// name.
+void from_json(const nlohmann::json& j, ParallelConfig& p);
 
 }  // namespace meshtrain

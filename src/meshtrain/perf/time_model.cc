@@ -369,12 +369,11 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
         dp_bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes);
       }
       // Step-end reduction: fp32 gradients (Megatron's main_grad), or the
-      // 16-bit gradients a DeepSpeed engine holds and reduces as they are.
-      const double step_gbytes = o.model_dtype_gradients ? pbytes : 4;
-      if (fp32_gradient_allreduce(o, p)) {  // DeepSpeed's BF16_Optimizer
-        r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * 4);
-        dp_bytes += dp_sent(Collective::all_reduce, numel * 4);
-      } else if (p.zero_stage == 0) {
+      // 16-bit gradients a DeepSpeed engine holds and reduces as they are;
+      // DeepSpeed's BF16_Optimizer all-reduces fp32 ones even under ZeRO-1.
+      const bool fp32_allreduce = fp32_gradient_allreduce(o, p);
+      const double step_gbytes = o.model_dtype_gradients && !fp32_allreduce ? pbytes : 4;
+      if (p.zero_stage == 0 || fp32_allreduce) {
         r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * step_gbytes);
         dp_bytes += dp_sent(Collective::all_reduce, numel * step_gbytes);
       } else if (p.zero_stage == 1) {

@@ -6,29 +6,6 @@ namespace meshtrain::tune {
 
 std::string layout_key(const ParallelConfig& p) { return describe(p); }
 
-ParallelConfig config_from_json(const nlohmann::json& j) {
-  ParallelConfig p;
-  p.tp = j.at("tensor_model_parallel_size").get<int>();
-  p.pp = j.at("pipeline_model_parallel_size").get<int>();
-  p.dp = j.at("data_parallel_size").get<int>();
-  p.vpp = j.value("virtual_pipeline_chunks", 1);
-  p.first_stage_layers = j.value("first_stage_layers", 0);
-  p.last_stage_layers = j.value("last_stage_layers", 0);
-  p.stage_counting = parse_stage_counting(j.value("pipeline_layer_counting", "transformer"));
-  p.stage_partition = parse_stage_partition(j.value("pipeline_stage_partition", "even"));
-  p.zero_stage = j.value("zero_stage", 0);
-  p.sequence_parallel = j.value("sequence_parallel", false);
-  p.micro_batch_size = j.at("micro_batch_size").get<int>();
-  p.global_batch_size = j.at("global_batch_size").get<int>();
-  p.schedule = parse_schedule(j.value("pipeline_schedule", "1f1b"));
-  p.recompute = parse_recompute(j.value("recompute_granularity", "none"));
-  p.recompute_method = parse_recompute_method(j.value("recompute_method", "uniform"));
-  p.recompute_num_layers = j.value("recompute_num_layers", 1);
-  p.bf16 = j.value("bf16", false);
-  p.flash_attention = j.value("use_flash_attn", true);
-  return p;
-}
-
 void to_json(nlohmann::json& j, const Trial& t) {
   j = nlohmann::json{{"key", t.key},
                      {"config", t.config},
@@ -43,7 +20,7 @@ void to_json(nlohmann::json& j, const Trial& t) {
 }
 
 void from_json(const nlohmann::json& j, Trial& t) {
-  t.config = config_from_json(j.at("config"));
+  t.config = j.at("config").get<ParallelConfig>();
   t.key = j.value("key", layout_key(t.config));
   t.status = j.at("status").get<std::string>();
   t.reason = j.value("reason", "");

@@ -35,7 +35,6 @@ struct Trial {
 };
 
 std::string layout_key(const ParallelConfig& p);
-ParallelConfig config_from_json(const nlohmann::json& j);
 
 void to_json(nlohmann::json& j, const Trial& t);
 void from_json(const nlohmann::json& j, Trial& t);
