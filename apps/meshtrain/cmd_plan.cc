@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "framework_flag.h"
 #include "stage_flags.h"
 #include "meshtrain/core/build_commit.h"
 #include "meshtrain/core/clock.h"
@@ -37,6 +38,7 @@ struct PlanArgs {
   StageFlags stages;
   bool search_stage_splits = false;
   perf::PerfOptions options;
+  std::string framework;
 };
 
 double gib(double b) { return b / 1073741824.0; }
@@ -69,7 +71,9 @@ int run_plan(const PlanArgs& a) {
     if (m.max_position_embeddings > 0 && m.max_position_embeddings < m.seq_length)
       m.max_position_embeddings = m.seq_length;
   }
-  const perf::SystemSpec sys = perf::load_system_spec(a.system);
+  perf::SystemSpec sys = perf::load_system_spec(a.system);
+  perf::PerfOptions options = a.options;
+  const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
   tune::SearchSpace space;
   // Fixed knobs are checked here: a TP or PP of 0 would divide by zero.
   check(!a.tp || *a.tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", a.tp.value_or(0));
@@ -99,8 +103,12 @@ int run_plan(const PlanArgs& a) {
   space.search_stage_splits = a.search_stage_splits;
   space.bf16 = !a.fp32;
   space.partial_recompute = !a.no_partial_recompute && a.recompute.empty();
+  if (framework) {
+    tune::restrict_to_framework(*framework, space);
+    space.framework = framework;
+  }
   const Stopwatch watch;
-  const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, a.options);
+  const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, options);
   const double elapsed = watch.elapsed_s();
 
   if (!a.html.empty()) report::write_html(a.html, report::plan_html(m, sys, a.num_gpus, a.global_batch_size, space, plan));
@@ -118,6 +126,7 @@ int run_plan(const PlanArgs& a) {
   if (a.json) {
     nlohmann::json j = tune::plan_json(plan, a.top);
     j["planning_seconds"] = elapsed;
+    j["framework_profile"] = a.framework;
     j["prediction_error"] = sys.prediction_error;
     j["within_error_of_best"] = tune::within_error_of_best(plan, sys.prediction_error);
     j["meshtrain_commit"] = build_commit();
@@ -126,6 +135,7 @@ int run_plan(const PlanArgs& a) {
   }
   fmt::print("{} ({:.3g}B parameters) on {} x {}, global batch {} x {} tokens\n", m.name, m.num_parameters() / 1e9,
              a.num_gpus, sys.name, a.global_batch_size, m.seq_length);
+  if (framework) fmt::print("as {} runs it: {}\n", framework->name, framework->basis);
   fmt::print("{} candidates evaluated, {} fit ({:.2f} s)\n", plan.candidates_evaluated, plan.candidates_fitting,
              elapsed);
   for (const auto& [reason, n] : plan.dropped) fmt::print("  dropped {:>8}: {}\n", n, reason);
@@ -181,6 +191,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
+  add_framework_flag(c, a->framework);
   c->add_flag("--json", a->json, "{candidates_evaluated, candidates_fitting, dropped, top, why_best, planning_seconds, meshtrain_commit}");
   c->add_option("--emit", a->emit, "Print the best layout as: train (a meshtrain train line), slurm-frontier, "
                                    "slurm-dgx (batch scripts) or megatron (Megatron-LM arguments)");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "framework_flag.h"
 #include "model_flags.h"
 #include "stage_flags.h"
 #include "meshtrain/core/build_commit.h"
@@ -41,6 +42,7 @@ struct PredictArgs {
   int zero_stage = 0;
   bool flash = false;
   perf::PerfOptions options;
+  std::string framework;
   bool json = false;
   std::string emit;
 };
@@ -63,7 +65,9 @@ int run_predict(const PredictArgs& a) {
   if (a.vocab_size) m.vocab_size = *a.vocab_size;
   apply_arch_flags(a.arch, m);
   m.validate();
-  const perf::SystemSpec sys = perf::load_system_spec(a.system);
+  perf::SystemSpec sys = perf::load_system_spec(a.system);
+  perf::PerfOptions options = a.options;
+  const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
 
   ParallelConfig p;
   p.tp = a.tp;
@@ -91,8 +95,13 @@ int run_predict(const PredictArgs& a) {
   p.recompute_num_layers = a.recompute_num_layers;
   p.bf16 = a.bf16;
   p.flash_attention = a.flash;
+  if (framework) {
+    if (!p.uneven_stages()) p.stage_partition = framework->stage_partition;
+    const std::string why = perf::unsupported_by(*framework, p, m.num_layers);
+    check(why.empty(), "--framework-profile: {}", why);
+  }
 
-  const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, a.options);
+  const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, options);
   if (!a.emit.empty()) {
     std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node}, a.emit);
     return 0;
@@ -103,6 +112,7 @@ int run_predict(const PredictArgs& a) {
     j["model"] = m;
     j["system"] = sys.name;
     j["num_gpus"] = a.num_gpus;
+    j["framework_profile"] = a.framework;
     if (sys.prediction_error > 0)  // the system's leave-one-source-out error
       j["tokens_per_s_interval"] = {r.tokens_per_s * (1 - sys.prediction_error),
                                     r.tokens_per_s * (1 + sys.prediction_error)};
@@ -117,6 +127,7 @@ int run_predict(const PredictArgs& a) {
              m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.pp, p.vpp, p.dp, p.zero_stage,
              p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
              p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
+  if (framework) fmt::print("as {} runs it: {}\n", framework->name, framework->basis);
   if (p.uneven_stages()) fmt::print("layers per pipeline stage: {}\n", fmt::join(stage_layers(m.num_layers, p), " "));
   if (p.uneven_stages() && p.vpp > 1)
     fmt::print("layers per virtual stage (chunk x pp + stage): {}\n",
@@ -181,6 +192,7 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);
   c->add_flag("--overlap-p2p-comm", a->options.overlap_p2p_comm);
+  add_framework_flag(c, a->framework);
   c->add_flag("--json", a->json, "One JSON object (contract: docs/ARCHITECTURE.md)");
   c->add_option("--emit", a->emit, "Print the layout as: train, slurm-frontier, slurm-dgx or megatron");
   // Errors (meshtrain::Error) reach main, which prints them on one line.

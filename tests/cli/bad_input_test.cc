@@ -293,6 +293,18 @@ TEST(BadValues, PlanFixedKnobs) {
   expect_one_line_error(run(plan + "--pipeline-model-parallel-size -2"), "--pipeline-model-parallel-size must be at least 1");
 }
 
+TEST(BadValues, FrameworkProfile) {
+  const std::string predict = "predict --model 1.4b --system dgx-h100 --num-gpus 16 --tensor-model-parallel-size 2 ";
+  expect_one_line_error(run(predict + "--framework-profile megatron-lm-1999"),
+                        "unknown framework profile 'megatron-lm-1999' (known: megatron-lm-2021");
+  expect_one_line_error(run(predict + "--sequence-parallel --framework-profile megatron-deepspeed-2021"),
+                        "--framework-profile: megatron-deepspeed-2021 has no sequence parallelism");
+  expect_one_line_error(run(predict + "--zero-stage 3 --framework-profile megatron-lm-2022"),
+                        "--framework-profile: megatron-lm-2022 runs ZeRO stage 0 only");
+  const std::string plan = "plan --model 1.4b --system dgx-h100 --num-gpus 16 --global-batch-size 64 --top 1 ";
+  expect_one_line_error(run(plan + "--framework-profile nemo-24"), "unknown framework profile 'nemo-24'");
+}
+
 TEST(BadValues, PeakFromFileWithWrongTypes) {
   // The wrong JSON types aborted on an uncaught nlohmann type_error.
   const fs::path a = write_text("peak-a.json", R"({"bench": 7, "peak": {}})");

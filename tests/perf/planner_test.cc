@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/tune/planner.h"
 #include "meshtrain/tune/validate.h"
 
@@ -53,6 +54,86 @@ TEST(Planner, FixedKnobsAreRespected) {
     EXPECT_EQ(c.config.tp, 2);
     EXPECT_EQ(c.config.zero_stage, 1);
   }
+}
+
+// A framework profile narrows the open knobs to what that framework runs,
+// drops fixed knobs it lacks with its reason, and takes its stage partition.
+TEST(Planner, FrameworkProfileSearchesOnlyWhatItRuns) {
+  const ModelConfig m = load_model_config("22b");  // 48 layers
+  const perf::SystemSpec s = perf::load_system_spec("frontier");
+  const Plan engine = plan(m, s, 64, 256);
+  bool engine_has_vpp_or_sp = false;
+  for (const auto& c : engine.ranked) engine_has_vpp_or_sp |= c.config.vpp > 1 || c.config.sequence_parallel;
+  ASSERT_TRUE(engine_has_vpp_or_sp);  // else the check below proves nothing
+
+  const perf::FrameworkProfile& f = perf::framework_profile("megatron-deepspeed-2021");
+  SearchSpace space;
+  restrict_to_framework(f, space);
+  space.framework = &f;
+  EXPECT_EQ(space.stage_partition, StagePartition::balanced);
+  EXPECT_FALSE(space.partial_recompute);
+  const Plan p = plan(m, s, 64, 256, space, f.options);
+  ASSERT_FALSE(p.ranked.empty());
+  for (const auto& c : p.ranked) {
+    EXPECT_EQ(c.config.vpp, 1);
+    EXPECT_FALSE(c.config.sequence_parallel);
+    EXPECT_FALSE(c.config.flash_attention);
+    EXPECT_LE(c.config.zero_stage, 1);
+    EXPECT_NE(c.config.recompute, Recompute::selective);
+    EXPECT_EQ(c.config.stage_partition, StagePartition::balanced);
+    EXPECT_EQ(perf::unsupported_by(f, c.config, m.num_layers), "");
+  }
+
+  // Fixed knobs the framework lacks: every candidate dropped, by reason.
+  SearchSpace fixed;
+  fixed.tp = {2};
+  fixed.sequence_parallel = {true};
+  fixed.zero_stage = {3};
+  restrict_to_framework(f, fixed);
+  fixed.framework = &f;
+  const Plan none = plan(m, s, 64, 256, fixed, f.options);
+  EXPECT_TRUE(none.ranked.empty());
+  bool named = false;
+  for (const auto& [reason, n] : none.dropped) named |= reason.find("megatron-deepspeed-2021") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+TEST(FrameworkProfile, UnsupportedLayoutsAreNamed) {
+  const perf::FrameworkProfile& mds = perf::framework_profile("megatron-deepspeed-2021");
+  const perf::FrameworkProfile& mlm = perf::framework_profile("megatron-lm-2021");
+  const perf::FrameworkProfile& titan = perf::framework_profile("torchtitan-2024");
+  ParallelConfig p;
+  p.tp = 2;
+  p.pp = 4;
+  p.flash_attention = false;
+  p.recompute = Recompute::full;
+  EXPECT_EQ(perf::unsupported_by(mds, p, 48), "");
+  EXPECT_EQ(perf::unsupported_by(mlm, p, 48), "");
+  auto with = [&](auto change) {
+    ParallelConfig q = p;
+    change(q);
+    return q;
+  };
+  auto has = [](const std::string& why, const char* word) { return why.find(word) != std::string::npos; };
+  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.vpp = 2; }), 48), "interleaved"));
+  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.sequence_parallel = true; }), 48),
+                  "sequence parallelism"));
+  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.zero_stage = 3; }), 48), "ZeRO stage 0 or 1"));
+  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.flash_attention = true; }), 48), "flash"));
+  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.first_stage_layers = 10; }), 48),
+                  "balances"));
+  EXPECT_TRUE(has(perf::unsupported_by(mlm, with([](ParallelConfig& q) { q.recompute = Recompute::selective; }), 48),
+                  "selective"));
+  EXPECT_TRUE(has(perf::unsupported_by(mlm, with([](ParallelConfig& q) { q.stage_partition = StagePartition::balanced; }), 48),
+                  "does not balance"));
+  const ParallelConfig partial = with([](ParallelConfig& q) {
+    q.recompute_method = RecomputeMethod::block;
+    q.recompute_num_layers = 4;  // of 12 layers a stage
+  });
+  EXPECT_TRUE(has(perf::unsupported_by(mlm, partial, 48), "every block or none"));
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("megatron-lm-2022"), partial, 48), "");
+  EXPECT_TRUE(has(perf::unsupported_by(titan, with([](ParallelConfig& q) { q.zero_stage = 3; q.flash_attention = true; }), 48),
+                  "always shards"));
 }
 
 TEST(Csv, QuotesCommasAndMalformedRows) {

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/text.h"
@@ -178,6 +179,28 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   if (fsdp && (has("4d") || has("pipeline") || has("+ pp"))) return "megatron-core-2024";
   if (fsdp) return "fsdp-2022";
   if (has("megatron")) return year >= 2023 ? "megatron-core-2024" : year == 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
+  return "";
+}
+
+std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, int num_layers) {
+  const std::string& n = f.name;
+  if (p.vpp > 1 && !f.interleaving) return fmt::format("{} has no interleaved schedule (virtual pipeline stages)", n);
+  if (p.sequence_parallel && p.tp > 1 && !f.sequence_parallel) return fmt::format("{} has no sequence parallelism", n);
+  if (!p.sequence_parallel && p.tp > 1 && f.sequence_parallel_always)
+    return fmt::format("{} always shards the sequence under TP (sequence parallelism on)", n);
+  if (p.recompute == Recompute::selective && !f.selective_recompute)
+    return fmt::format("{} has no selective recompute (full or none)", n);
+  const bool partial = p.recompute == Recompute::full && p.recompute_method == RecomputeMethod::block &&
+                       p.recompute_num_layers * p.pp * p.vpp < num_layers;
+  if (partial && !f.partial_recompute) return fmt::format("{} recomputes every block or none", n);
+  if (p.flash_attention && !f.flash_attention) return fmt::format("{} has no fused (flash) attention kernel", n);
+  if (std::find(f.zero_stages.begin(), f.zero_stages.end(), p.zero_stage) == f.zero_stages.end())
+    return fmt::format("{} runs ZeRO stage {} only", n, fmt::join(f.zero_stages, " or "));
+  const bool first_last = p.first_stage_layers > 0 || p.last_stage_layers > 0;
+  if (f.stage_partition == StagePartition::balanced && first_last)
+    return fmt::format("{} balances the pipeline stages itself (no first/last stage layer counts)", n);
+  if (f.stage_partition == StagePartition::even && p.stage_partition == StagePartition::balanced)
+    return fmt::format("{} does not balance layers that do not divide over the stages", n);
   return "";
 }
 

@@ -66,4 +66,13 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 std::string infer_profile(const std::string& framework, const std::string& source,
                           const std::string& precision = "");
 
+// Why framework `f` could not run layout `p` of a model with `num_layers`
+// transformer layers, as one phrase ("" when it could): virtual pipeline
+// stages, sequence parallelism (or TP without it, where its TP always
+// shards the sequence), selective or partial recompute, a fused attention
+// kernel or a ZeRO stage it does not have; a stage split other than its
+// own (Megatron-DeepSpeed balances layers that do not divide and has no
+// first/last counts; Megatron-LM refuses a remainder).
+std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, int num_layers);
+
 }  // namespace meshtrain::perf

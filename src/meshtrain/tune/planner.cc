@@ -45,6 +45,11 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
       ++r.dropped[reason_of(e.what())];
       return;
     }
+    if (space.framework)
+      if (std::string why = perf::unsupported_by(*space.framework, p, m.num_layers); !why.empty()) {
+        ++r.dropped[why];
+        return;
+      }
     if (!perf::estimate_memory(m, p, s, cache, o).fits()) {
       ++r.dropped["out of memory"];
       return;

@@ -36,6 +36,18 @@ const std::vector<T>& or_default(const std::vector<T>& given, const std::vector<
 
 }  // namespace
 
+void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp) {
+  if (!f.interleaving && sp.vpp.empty()) sp.vpp = {1};
+  if (!f.sequence_parallel && sp.sequence_parallel.empty()) sp.sequence_parallel = {false};
+  if (f.sequence_parallel_always && sp.sequence_parallel.empty()) sp.sequence_parallel = {true};
+  if (!f.flash_attention && sp.flash_attention.empty()) sp.flash_attention = {false};
+  if (!f.selective_recompute && sp.recompute.empty()) sp.recompute = {Recompute::none, Recompute::full};
+  if (!f.partial_recompute) sp.partial_recompute = false;
+  if (sp.zero_stage.empty()) sp.zero_stage = f.zero_stages;
+  if (sp.first_stage_layers == 0 && sp.last_stage_layers == 0 && sp.stage_partition == StagePartition::even)
+    sp.stage_partition = f.stage_partition;
+}
+
 std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs,
                                       int max_tp) {
   std::vector<ParallelConfig> out;

@@ -31,6 +31,7 @@
 
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/parallel/parallel_config.h"
+#include "meshtrain/perf/framework_profile.h"
 
 namespace meshtrain::tune {
 
@@ -44,11 +45,20 @@ struct SearchSpace {
   StageCounting stage_counting = StageCounting::transformer;
   StagePartition stage_partition = StagePartition::even;
   bool search_stage_splits = false;
+  // Candidates this framework cannot run are dropped, with its reason
+  // (perf::unsupported_by); nullptr: every valid candidate is kept.
+  const perf::FrameworkProfile* framework = nullptr;
   bool uneven_stages() const {
     return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer ||
            stage_partition != StagePartition::even || search_stage_splits;
   }
 };
+
+// Narrows the knobs `space` leaves open to what framework `f` can run
+// (perf/framework_profile.h), and takes its stage partition where the
+// space has the default one (even, no first/last counts). Knobs fixed in `space` are kept: the planner
+// drops candidates the framework cannot run (SearchSpace::framework).
+void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& space);
 
 // Every combination (valid or not) for `num_gpus` ranks and a global batch,
 // with at most `max_tp` as the default tensor-parallel sizes.

@@ -164,18 +164,8 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
 // sets its overlaps and ZeRO runtime; published knobs stay as published.
 void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   SearchSpace& s = p.space;
-  auto blank = [&](const char* knob) {
-    return std::find(p.blanks.begin(), p.blanks.end(), knob) != p.blanks.end();
-  };
-  if (!f.interleaving && blank("vpp")) s.vpp = {1};
-  if (!f.sequence_parallel && blank("seq_parallel")) s.sequence_parallel = {false};
-  if (f.sequence_parallel_always && blank("seq_parallel")) s.sequence_parallel = {true};
-  if (!f.flash_attention && blank("flash_attn")) s.flash_attention = {false};
-  if (!f.selective_recompute && blank("recompute")) s.recompute = {Recompute::none, Recompute::full};
-  if (!f.partial_recompute) s.partial_recompute = false;
-  if (blank("zero_stage")) s.zero_stage = f.zero_stages;
-  if (s.first_stage_layers == 0 && s.last_stage_layers == 0)
-    s.stage_partition = p.fallback.stage_partition = f.stage_partition;
+  restrict_to_framework(f, s);  // a blank knob is an open list
+  if (s.first_stage_layers == 0 && s.last_stage_layers == 0) p.fallback.stage_partition = s.stage_partition;
   p.options = f.options;
   if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();
   if (!s.flash_attention.empty()) p.fallback.flash_attention = s.flash_attention.front();

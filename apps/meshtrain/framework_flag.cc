@@ -1,0 +1,28 @@
+#include "framework_flag.h"
+
+namespace meshtrain::cli {
+
+void add_framework_flag(CLI::App* cmd, std::string& name) {
+  std::string known;
+  for (const perf::FrameworkProfile& p : perf::framework_profiles()) known += (known.empty() ? "" : ", ") + p.name;
+  cmd->add_option("--framework-profile", name,
+                  "Cost the layout as this framework release runs it: its schedules, overlaps, ZeRO runtime and "
+                  "fitted efficiency (" +
+                      known + "; default: this project's engine)");
+}
+
+const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf::PerfOptions& options,
+                                                   perf::SystemSpec& sys) {
+  if (name.empty()) return nullptr;
+  const perf::FrameworkProfile& f = perf::framework_profile(name);
+  perf::PerfOptions o = f.options;
+  o.overlap_grad_reduce |= options.overlap_grad_reduce;
+  o.overlap_param_gather |= options.overlap_param_gather;
+  o.tp_comm_overlap |= options.tp_comm_overlap;
+  o.overlap_p2p_comm |= options.overlap_p2p_comm;
+  options = o;
+  sys = sys.for_profile(f.name);
+  return &f;
+}
+
+}  // namespace meshtrain::cli

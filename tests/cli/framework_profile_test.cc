@@ -1,0 +1,58 @@
+// `predict --framework-profile` costs a layout as `validate` costs a
+// published row of that framework: the same prediction, to the last digit.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Standard output of `meshtrain <args>` as JSON (null when the command fails).
+nlohmann::json run_json(const std::string& args) {
+  const fs::path out = fs::temp_directory_path() / ("mt-profile-" + std::to_string(getpid()) + ".json");
+  const std::string cmd = std::string(MESHTRAIN_BINARY) + " " + args + " >" + out.string() + " 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  std::stringstream ss;
+  ss << std::ifstream(out).rdbuf();
+  fs::remove(out);
+  if (status != 0) return nullptr;
+  return nlohmann::json::parse(ss.str());
+}
+
+TEST(FrameworkProfileCli, PredictMatchesValidateOfTheSameRow) {
+  // 26 layers on 4 stages: DeepSpeed's balanced partition (7 7 7 5); the
+  // BF16_Optimizer's fp32 all-reduce; the profile's efficiency data.
+  const fs::path csv = fs::temp_directory_path() / ("mt-profile-" + std::to_string(getpid()) + ".csv");
+  std::ofstream(csv) << "id,source,system,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,vpp,zero_stage,"
+                        "global_batch,micro_batch,recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,"
+                        "profile\n"
+                        "r,s,dgx-a100-80gb,26,2048,16,8192,2048,50304,16,2,4,1,1,64,2,full,no,no,1000,bf16,"
+                        "megatron-deepspeed-2022\n";
+  const nlohmann::json v = run_json("validate " + csv.string() + " --json");
+  fs::remove(csv);
+  ASSERT_FALSE(v.is_null());
+  const std::string layout =
+      "predict --system dgx-a100-80gb --num-gpus 16 --num-layers 26 --hidden-size 2048 --num-attention-heads 16 "
+      "--ffn-hidden-size 8192 --seq-length 2048 --vocab-size 50304 --tensor-model-parallel-size 2 "
+      "--pipeline-model-parallel-size 4 --zero-stage 1 --recompute-granularity full --micro-batch-size 2 "
+      "--global-batch-size 64 --bf16 --json";
+  const nlohmann::json p = run_json(layout + " --framework-profile megatron-deepspeed-2022");
+  ASSERT_FALSE(p.is_null());
+  EXPECT_EQ(p["config"]["pipeline_stage_partition"], "balanced");
+  EXPECT_EQ(p["framework_profile"], "megatron-deepspeed-2022");
+  EXPECT_DOUBLE_EQ(p["tokens_per_s"].get<double>(), v["rows"][0]["prediction"]["tokens_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(p["memory_bytes_per_gpu"]["total"].get<double>(),
+                   v["rows"][0]["prediction"]["memory_bytes_per_gpu"]["total"].get<double>());
+  // The engine (no profile) refuses 26 layers on 4 stages.
+  EXPECT_TRUE(run_json(layout).is_null());
+}
+
+}  // namespace
