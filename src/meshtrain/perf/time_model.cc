@@ -258,41 +258,78 @@ double overlapped(double comm, double compute, int pieces) {
   return std::max(comm - compute, 0.0) + comm / std::max(pieces, 1);
 }
 
-}  // namespace
+// Prices one step stage by stage: the blocks of each chunk, its ZeRO
+// collectives, the step-end reduction, the pipeline boundaries.
+class StepPricer {
+ public:
+  StepPricer(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
+             PerfCache& cache)
+      : m_(m), p_(p), s_(s), o_(o), cache_(cache), pr_(m, p, s, o), plain_(pr_.block(false)),
+        recomputed_(pr_.block(true)), emb_(pr_.embedding()), head_(pr_.head()), pbytes_(p.bf16 ? 2 : 4),
+        boundary_(pr_.n * pr_.h * pr_.e / p.tp) {}
 
-StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
-                     PerfCache& cache) {
-  const Pricer pr(m, p, s, o);
-  StepCosts r;
-  r.pp = p.pp;
-  r.vpp = p.vpp;
-  r.num_micro_batches = p.num_micro_batches();
-  const int mb = r.num_micro_batches;
-  const double pbytes = p.bf16 ? 2 : 4;
+  StepCosts run() {
+    StepCosts r;
+    r.pp = p_.pp;
+    r.vpp = p_.vpp;
+    r.num_micro_batches = p_.num_micro_batches();
+    r.chunks.resize(size_t(p_.pp) * p_.vpp);
+    r.grad_reduce_s.assign(p_.pp, std::vector<double>(p_.vpp, 0.0));
+    r.grad_bucket_fraction.assign(p_.pp, 1.0);
+    r.param_gather_s.assign(p_.pp, 0.0);
+    r.optimizer_s.assign(p_.pp, 0.0);
+    r.tp_bytes.assign(p_.pp, 0.0);
+    r.pp_bytes.assign(p_.pp, 0.0);
+    r.dp_bytes.assign(p_.pp, 0.0);
+    transfers(r);
+    // Stages differ only as first, middle or last (also in their layers).
+    const StageLayout* kinds[3] = {&cache_.stage_layout(m_, p_, 0),
+                                   &cache_.stage_layout(m_, p_, p_.pp > 2 ? 1 : 0),
+                                   &cache_.stage_layout(m_, p_, p_.pp - 1)};
+    for (int st = 0; st < p_.pp; ++st) stage(st, *kinds[st == 0 ? 0 : st == p_.pp - 1 ? 2 : 1], r);
+    embedding_sync(r);
+    return r;
+  }
 
-  const Pricer::Block plain = pr.block(false), recomputed = pr.block(true);
-  const Pricer::Block emb = pr.embedding(), head = pr.head();
+ private:
+  // Pipeline boundaries: each TP rank sends its 1/TP slice; without
+  // sequence parallelism the receiver all-gathers it over TP.
+  void transfers(StepCosts& r) const {
+    r.transfer_s.assign(p_.pp, 0.0);
+    if (p_.pp == 1) return;
+    const double regather = (p_.tp > 1 && !p_.sequence_parallel)
+                                ? collective_time(s_, Collective::all_gather, pr_.n * pr_.h * pr_.e, p_.tp, 1)
+                                : 0;
+    for (int st = 0; st < p_.pp; ++st) {
+      const int a = rank_of(p_, {0, 0, st}), b = rank_of(p_, {0, 0, (st + 1) % p_.pp});
+      r.transfer_s[st] = p2p_time(s_, boundary_, a, b) + regather;
+    }
+  }
+
   // The blocks of one chunk of `layers` layers (stage_layers.h: uneven
   // stages run different counts, so the slowest stage sets the pace in the
-  // pipeline simulation).
-  auto chunk_blocks = [&](int layers) {
+  // pipeline simulation), with the embedding or the head where virtual
+  // stage v holds them.
+  Pricer::Block chunk_compute(int layers, int v) const {
     Pricer::Block all{};
-    for (int i = 0; i < layers; ++i) {
-      const auto& b = block_is_recomputed(p, i, layers) ? recomputed : plain;
+    auto add_block = [&](const Pricer::Block& b) {
       all.cost = add(all.cost, b.cost);
       all.tp_bytes += b.tp_bytes;
-    }
+    };
+    for (int i = 0; i < layers; ++i) add_block(block_is_recomputed(p_, i, layers) ? recomputed_ : plain_);
+    if (v == 0) add_block(emb_);
+    if (v == p_.pp * p_.vpp - 1) add_block(head_);
     return all;
-  };
+  }
 
-  const int dp_stride = p.tp;
-  auto dp_time = [&](Collective k, double bytes) { return collective_time(s, k, bytes, p.dp, dp_stride); };
-  auto dp_sent = [&](Collective k, double bytes) { return collective_bytes_sent(k, bytes, p.dp); };
+  double dp_time(Collective k, double bytes) const { return collective_time(s_, k, bytes, p_.dp, p_.tp); }
+  double dp_sent(Collective k, double bytes) const { return collective_bytes_sent(k, bytes, p_.dp); }
+
   // ZeRO-2/3 collectives of chunk c as frameworks issue them: per unit, at
-  // least `calls` per unit, or per bucket of `limit` elements over the chunk;
-  // each call pays the collective's latency.
-  auto sharded_calls = [&](Collective k, const StageLayout& L, int c, double bytes_per_element, double limit,
-                           int calls) {
+  // least `calls` per unit, or per bucket of `limit` elements over the
+  // chunk; each call pays the collective's latency.
+  double sharded_calls(Collective k, const StageLayout& L, int c, double bytes_per_element, double limit,
+                       int calls) const {
     if (limit > 0 && calls <= 1) {
       const double n = double(L.chunk_numel[c]);
       const double buckets = std::ceil(n / limit);
@@ -311,100 +348,103 @@ StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const System
         t += last_t;
       }
     return t;
-  };
-
-  r.chunks.resize(size_t(p.pp) * p.vpp);
-  r.transfer_s.assign(p.pp, 0.0);
-  r.grad_reduce_s.assign(p.pp, std::vector<double>(p.vpp, 0.0));
-  r.grad_bucket_fraction.assign(p.pp, 1.0);
-  r.param_gather_s.assign(p.pp, 0.0);
-  r.optimizer_s.assign(p.pp, 0.0);
-  r.tp_bytes.assign(p.pp, 0.0);
-  r.pp_bytes.assign(p.pp, 0.0);
-  r.dp_bytes.assign(p.pp, 0.0);
-
-  // Pipeline boundary: each TP rank sends its 1/TP slice.
-  const double boundary = pr.n * pr.h * pr.e / p.tp;
-  const double regather =
-      (p.tp > 1 && !p.sequence_parallel) ? collective_time(s, Collective::all_gather, pr.n * pr.h * pr.e, p.tp, 1) : 0;
-  for (int st = 0; st < p.pp && p.pp > 1; ++st) {
-    const int a = rank_of(p, {0, 0, st}), b = rank_of(p, {0, 0, (st + 1) % p.pp});
-    r.transfer_s[st] = p2p_time(s, boundary, a, b) + regather;
   }
 
-  // Stages differ only as first, middle or last (also in their layers).
-  const StageLayout* kinds[3] = {&cache.stage_layout(m, p, 0), &cache.stage_layout(m, p, p.pp > 2 ? 1 : 0),
-                                 &cache.stage_layout(m, p, p.pp - 1)};
-  for (int st = 0; st < p.pp; ++st) {
-    const StageLayout& L = *kinds[st == 0 ? 0 : st == p.pp - 1 ? 2 : 1];
+  // ZeRO-2/3 per micro-batch, added to chunk c's cost; returns the bytes
+  // per step.
+  double sharded_dp(const StageLayout& L, int c, ChunkCost& cc) const {
+    const int mb = p_.num_micro_batches();
+    const double numel = double(L.chunk_numel[c]);
+    const int units = L.chunk_units[c];
+    double bytes = 0;
+    if (p_.zero_stage >= 2) {
+      const double gbytes = o_.zero.reduce_in_model_dtype ? pbytes_ : 4;
+      const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o_.zero.reduce_bucket_elements, 1);
+      cc.backward_dp_s += o_.overlap_grad_reduce ? overlapped(rs, cc.backward_compute_s, units) : rs;
+      bytes += mb * dp_sent(Collective::reduce_scatter, numel * gbytes);
+    }
+    if (p_.zero_stage >= 3) {
+      const double ag = sharded_calls(Collective::all_gather, L, c, pbytes_, o_.zero.gather_elements,
+                                      o_.zero.gather_calls_per_unit);
+      cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units);
+      cc.backward_dp_s += overlapped(ag, cc.backward_compute_s, units);
+      bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes_);
+    }
+    return bytes;
+  }
+
+  // Step-end reduction of chunk c (ZeRO-0/1): fp32 gradients (Megatron's
+  // main_grad), or the 16-bit gradients a DeepSpeed engine holds and
+  // reduces as they are; DeepSpeed's BF16_Optimizer all-reduces fp32 ones
+  // even under ZeRO-1. Returns the bytes per step.
+  double step_end_reduction(double numel, double& time_s) const {
+    const bool fp32_allreduce = fp32_gradient_allreduce(o_, p_);
+    const double step_gbytes = o_.model_dtype_gradients && !fp32_allreduce ? pbytes_ : 4;
+    if (p_.zero_stage == 0 || fp32_allreduce) {
+      time_s = dp_time(Collective::all_reduce, numel * step_gbytes);
+      return dp_sent(Collective::all_reduce, numel * step_gbytes);
+    }
+    if (p_.zero_stage == 1) {
+      time_s = dp_time(Collective::reduce_scatter, numel * step_gbytes);
+      return dp_sent(Collective::reduce_scatter, numel * step_gbytes);
+    }
+    return 0;
+  }
+
+  void stage(int st, const StageLayout& L, StepCosts& r) const {
+    const int mb = p_.num_micro_batches();
     double tp_bytes = 0, dp_bytes = 0;
     int sends = 0;
-    for (int c = 0; c < p.vpp; ++c) {
-      const Pricer::Block blocks = chunk_blocks(L.chunk_layers[c]);
-      const int v = c * p.pp + st;
+    for (int c = 0; c < p_.vpp; ++c) {
+      const int v = c * p_.pp + st;
+      const Pricer::Block blocks = chunk_compute(L.chunk_layers[c], v);
       ChunkCost cc = blocks.cost;
-      double tpb = blocks.tp_bytes;
-      if (v == 0) {
-        cc = add(cc, emb.cost);
-        tpb += emb.tp_bytes;
-      }
-      if (v == p.pp * p.vpp - 1) {
-        cc = add(cc, head.cost);
-        tpb += head.tp_bytes;
-      }
-      sends += (v > 0) + (v < p.pp * p.vpp - 1);
-      const double numel = double(L.chunk_numel[c]);
-      const int units = L.chunk_units[c];
-      if (p.zero_stage >= 2) {
-        const double gbytes = o.zero.reduce_in_model_dtype ? pbytes : 4;
-        const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o.zero.reduce_bucket_elements, 1);
-        cc.backward_dp_s += o.overlap_grad_reduce ? overlapped(rs, cc.backward_compute_s, units) : rs;
-        dp_bytes += mb * dp_sent(Collective::reduce_scatter, numel * gbytes);
-      }
-      if (p.zero_stage >= 3) {
-        const double ag = sharded_calls(Collective::all_gather, L, c, pbytes, o.zero.gather_elements,
-                                        o.zero.gather_calls_per_unit);
-        cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units);
-        cc.backward_dp_s += overlapped(ag, cc.backward_compute_s, units);
-        dp_bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes);
-      }
-      // Step-end reduction: fp32 gradients (Megatron's main_grad), or the
-      // 16-bit gradients a DeepSpeed engine holds and reduces as they are;
-      // DeepSpeed's BF16_Optimizer all-reduces fp32 ones even under ZeRO-1.
-      const bool fp32_allreduce = fp32_gradient_allreduce(o, p);
-      const double step_gbytes = o.model_dtype_gradients && !fp32_allreduce ? pbytes : 4;
-      if (p.zero_stage == 0 || fp32_allreduce) {
-        r.grad_reduce_s[st][c] = dp_time(Collective::all_reduce, numel * step_gbytes);
-        dp_bytes += dp_sent(Collective::all_reduce, numel * step_gbytes);
-      } else if (p.zero_stage == 1) {
-        r.grad_reduce_s[st][c] = dp_time(Collective::reduce_scatter, numel * step_gbytes);
-        dp_bytes += dp_sent(Collective::reduce_scatter, numel * step_gbytes);
-      }
-      cc.forward_compute_s += s.compute.action_overhead_s;
-      cc.backward_compute_s += s.compute.action_overhead_s;
-      r.chunks[size_t(st) * p.vpp + c] = cc;
-      tp_bytes += mb * tpb;
+      sends += (v > 0) + (v < p_.pp * p_.vpp - 1);
+      dp_bytes += sharded_dp(L, c, cc);
+      dp_bytes += step_end_reduction(double(L.chunk_numel[c]), r.grad_reduce_s[st][c]);
+      cc.forward_compute_s += s_.compute.action_overhead_s;
+      cc.backward_compute_s += s_.compute.action_overhead_s;
+      r.chunks[size_t(st) * p_.vpp + c] = cc;
+      tp_bytes += mb * blocks.tp_bytes;
     }
-    if (p.zero_stage == 1 || p.zero_stage == 2) {
-      r.param_gather_s[st] = dp_time(Collective::all_gather, double(L.numel) * pbytes);
-      dp_bytes += dp_sent(Collective::all_gather, double(L.numel) * pbytes);
+    if (p_.zero_stage == 1 || p_.zero_stage == 2) {
+      r.param_gather_s[st] = dp_time(Collective::all_gather, double(L.numel) * pbytes_);
+      dp_bytes += dp_sent(Collective::all_gather, double(L.numel) * pbytes_);
     }
     r.grad_bucket_fraction[st] = std::min(1.0, kBucketElements / std::max(1.0, double(L.numel)));
-    const double shard = p.zero_stage >= 1 ? double(L.numel) / p.dp : double(L.numel);
-    r.optimizer_s[st] = pr.memory(shard * (p.bf16 ? 34 : 32));
+    const double shard = p_.zero_stage >= 1 ? double(L.numel) / p_.dp : double(L.numel);
+    r.optimizer_s[st] = pr_.memory(shard * (p_.bf16 ? 34 : 32));
     r.tp_bytes[st] = tp_bytes;
     r.dp_bytes[st] = dp_bytes;
-    r.pp_bytes[st] = double(mb) * sends * boundary;
+    r.pp_bytes[st] = double(mb) * sends * boundary_;
   }
 
-  if (p.pp > 1 && m.tied_embeddings) {
-    const double bytes = double(m.padded_vocab()) / p.tp * m.hidden_size * 4;
-    r.embedding_sync_s = collective_time(s, Collective::all_reduce, bytes, 2, p.tp * p.dp * (p.pp - 1));
+  // Tied embedding gradients, summed between the first and last stage.
+  void embedding_sync(StepCosts& r) const {
+    if (p_.pp == 1 || !m_.tied_embeddings) return;
+    const double bytes = double(m_.padded_vocab()) / p_.tp * m_.hidden_size * 4;
+    r.embedding_sync_s = collective_time(s_, Collective::all_reduce, bytes, 2, p_.tp * p_.dp * (p_.pp - 1));
     const double sent = collective_bytes_sent(Collective::all_reduce, bytes, 2);
     r.pp_bytes[0] += sent;
-    r.pp_bytes[p.pp - 1] += sent;
+    r.pp_bytes[p_.pp - 1] += sent;
   }
-  return r;
+
+  const ModelConfig& m_;
+  const ParallelConfig& p_;
+  const SystemSpec& s_;
+  const PerfOptions& o_;
+  PerfCache& cache_;
+  const Pricer pr_;
+  const Pricer::Block plain_, recomputed_, emb_, head_;
+  const double pbytes_;
+  const double boundary_;  // bytes per pipeline send and TP rank
+};
+
+}  // namespace
+
+StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
+                     PerfCache& cache) {
+  return StepPricer(m, p, s, o, cache).run();
 }
 
 }  // namespace meshtrain::perf
