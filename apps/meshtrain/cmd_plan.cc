@@ -63,17 +63,9 @@ void write_csv(std::ostream& out, const tune::Plan& plan) {
   }
 }
 
-int run_plan(const PlanArgs& a) {
-  const OutputFile csv = OutputFile::open(a.csv, "plan table");  // a bad path fails before planning
-  ModelConfig m = load_model_config(a.model);
-  if (a.seq_length) {
-    m.seq_length = *a.seq_length;
-    if (m.max_position_embeddings > 0 && m.max_position_embeddings < m.seq_length)
-      m.max_position_embeddings = m.seq_length;
-  }
-  perf::SystemSpec sys = perf::load_system_spec(a.system);
-  perf::PerfOptions options = a.options;
-  const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
+// The knobs the flags fix, the rest left to the search; narrowed to what
+// `framework` runs when one is given.
+tune::SearchSpace space_of(const PlanArgs& a, const perf::FrameworkProfile* framework) {
   tune::SearchSpace space;
   // Fixed knobs are checked here: a TP or PP of 0 would divide by zero.
   check(!a.tp || *a.tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", a.tp.value_or(0));
@@ -107,6 +99,52 @@ int run_plan(const PlanArgs& a) {
     tune::restrict_to_framework(*framework, space);
     space.framework = framework;
   }
+  return space;
+}
+
+// The table: what was searched, what was dropped and why, the best
+// candidates and why the first wins. Non-zero when nothing fits.
+int print_plan(const PlanArgs& a, const ModelConfig& m, const perf::SystemSpec& sys,
+               const perf::FrameworkProfile* framework, const tune::Plan& plan, double elapsed) {
+  fmt::print("{} ({:.3g}B parameters) on {} x {}, global batch {} x {} tokens\n", m.name, m.num_parameters() / 1e9,
+             a.num_gpus, sys.name, a.global_batch_size, m.seq_length);
+  if (framework) fmt::print("as {} runs it: {}\n", framework->name, framework->basis);
+  fmt::print("{} candidates evaluated, {} fit ({:.2f} s)\n", plan.candidates_evaluated, plan.candidates_fitting,
+             elapsed);
+  for (const auto& [reason, n] : plan.dropped) fmt::print("  dropped {:>8}: {}\n", n, reason);
+  if (plan.ranked.empty()) {
+    fmt::print("no candidate fits\n");
+    return 1;
+  }
+  fmt::print("\n{:>3} {:<62} {:>7} {:>9} {:>6} {:>6} {:>8} {:>8} {:>8} {:>7}\n", "#", "config", "mem GiB",
+             "tokens/s", "MFU%", "HFU%", "tp s", "pp s", "dp s", "bubble%");
+  for (size_t i = 0; i < plan.ranked.size() && i < a.top; ++i) {
+    const auto& c = plan.ranked[i];
+    const auto& r = c.prediction;
+    fmt::print("{:>3} {:<62} {:>7.1f} {:>9.4g} {:>6.1f} {:>6.1f} {:>8.3g} {:>8.3g} {:>8.3g} {:>7.1f}\n", i + 1,
+               tune::describe(c.config), gib(r.memory.total()), r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
+               r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
+  }
+  fmt::print("\n{}\n", tune::why_best(plan));
+  if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)
+    fmt::print("the best and the next {} candidate(s) are within each other's +-{:.0f}% (this system's "
+               "leave-one-source-out error): the ranking among them is not resolved by the model\n",
+               n, 100 * sys.prediction_error);
+  return 0;
+}
+
+int run_plan(const PlanArgs& a) {
+  const OutputFile csv = OutputFile::open(a.csv, "plan table");  // a bad path fails before planning
+  ModelConfig m = load_model_config(a.model);
+  if (a.seq_length) {
+    m.seq_length = *a.seq_length;
+    if (m.max_position_embeddings > 0 && m.max_position_embeddings < m.seq_length)
+      m.max_position_embeddings = m.seq_length;
+  }
+  perf::SystemSpec sys = perf::load_system_spec(a.system);
+  perf::PerfOptions options = a.options;
+  const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
+  const tune::SearchSpace space = space_of(a, framework);
   const Stopwatch watch;
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, options);
   const double elapsed = watch.elapsed_s();
@@ -133,31 +171,7 @@ int run_plan(const PlanArgs& a) {
     std::cout << j.dump(2) << "\n";
     return plan.ranked.empty() ? 1 : 0;
   }
-  fmt::print("{} ({:.3g}B parameters) on {} x {}, global batch {} x {} tokens\n", m.name, m.num_parameters() / 1e9,
-             a.num_gpus, sys.name, a.global_batch_size, m.seq_length);
-  if (framework) fmt::print("as {} runs it: {}\n", framework->name, framework->basis);
-  fmt::print("{} candidates evaluated, {} fit ({:.2f} s)\n", plan.candidates_evaluated, plan.candidates_fitting,
-             elapsed);
-  for (const auto& [reason, n] : plan.dropped) fmt::print("  dropped {:>8}: {}\n", n, reason);
-  if (plan.ranked.empty()) {
-    fmt::print("no candidate fits\n");
-    return 1;
-  }
-  fmt::print("\n{:>3} {:<62} {:>7} {:>9} {:>6} {:>6} {:>8} {:>8} {:>8} {:>7}\n", "#", "config", "mem GiB",
-             "tokens/s", "MFU%", "HFU%", "tp s", "pp s", "dp s", "bubble%");
-  for (size_t i = 0; i < plan.ranked.size() && i < a.top; ++i) {
-    const auto& c = plan.ranked[i];
-    const auto& r = c.prediction;
-    fmt::print("{:>3} {:<62} {:>7.1f} {:>9.4g} {:>6.1f} {:>6.1f} {:>8.3g} {:>8.3g} {:>8.3g} {:>7.1f}\n", i + 1,
-               tune::describe(c.config), gib(r.memory.total()), r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
-               r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
-  }
-  fmt::print("\n{}\n", tune::why_best(plan));
-  if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)
-    fmt::print("the best and the next {} candidate(s) are within each other's +-{:.0f}% (this system's "
-               "leave-one-source-out error): the ranking among them is not resolved by the model\n",
-               n, 100 * sys.prediction_error);
-  return 0;
+  return print_plan(a, m, sys, framework, plan, elapsed);
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ struct PredictArgs {
 
 double gib(double b) { return b / 1073741824.0; }
 
-int run_predict(const PredictArgs& a) {
+// The model: a preset or file, the shape flags over it.
+ModelConfig model_of(const PredictArgs& a) {
   ModelConfig m;
   if (!a.model.empty()) {
     m = load_model_config(a.model);
@@ -65,10 +66,12 @@ int run_predict(const PredictArgs& a) {
   if (a.vocab_size) m.vocab_size = *a.vocab_size;
   apply_arch_flags(a.arch, m);
   m.validate();
-  perf::SystemSpec sys = perf::load_system_spec(a.system);
-  perf::PerfOptions options = a.options;
-  const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
+  return m;
+}
 
+// The layout the flags describe; a framework's stage partition where none is
+// given, and refused where that framework could not run it.
+ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf::FrameworkProfile* framework) {
   ParallelConfig p;
   p.tp = a.tp;
   p.pp = a.pp;
@@ -100,26 +103,27 @@ int run_predict(const PredictArgs& a) {
     const std::string why = perf::unsupported_by(*framework, p, m.num_layers);
     check(why.empty(), "--framework-profile: {}", why);
   }
+  return p;
+}
 
-  const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, options);
-  if (!a.emit.empty()) {
-    std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node}, a.emit);
-    return 0;
-  }
-  if (a.json) {
-    nlohmann::json j = r;
-    j["config"] = p;
-    j["model"] = m;
-    j["system"] = sys.name;
-    j["num_gpus"] = a.num_gpus;
-    j["framework_profile"] = a.framework;
-    if (sys.prediction_error > 0)  // the system's leave-one-source-out error
-      j["tokens_per_s_interval"] = {r.tokens_per_s * (1 - sys.prediction_error),
-                                    r.tokens_per_s * (1 + sys.prediction_error)};
-    j["meshtrain_commit"] = build_commit();
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
+nlohmann::json prediction_json(const PredictArgs& a, const ModelConfig& m, const ParallelConfig& p,
+                               const perf::SystemSpec& sys, const perf::Prediction& r) {
+  nlohmann::json j = r;
+  j["config"] = p;
+  j["model"] = m;
+  j["system"] = sys.name;
+  j["num_gpus"] = a.num_gpus;
+  j["framework_profile"] = a.framework;
+  if (sys.prediction_error > 0)  // the system's leave-one-source-out error
+    j["tokens_per_s_interval"] = {r.tokens_per_s * (1 - sys.prediction_error),
+                                  r.tokens_per_s * (1 + sys.prediction_error)};
+  j["meshtrain_commit"] = build_commit();
+  return j;
+}
+
+void print_prediction(const PredictArgs& a, const ModelConfig& m, const ParallelConfig& p,
+                      const perf::SystemSpec& sys, const perf::FrameworkProfile* framework,
+                      const perf::Prediction& r) {
   const auto& b = r.memory;
   const auto& t = r.time;
   fmt::print("{} on {} x {} ({}): tp={} pp={} vpp={} dp={} zero={} mbs={} gbs={} micro-batches={} recompute={} "
@@ -154,6 +158,21 @@ int run_predict(const PredictArgs& a) {
   fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);
   fmt::print("\ncommunication per GPU per step: tp {:.3g} GB, pp {:.3g} GB, dp {:.3g} GB\n", r.comm_bytes.tp / 1e9,
              r.comm_bytes.pp / 1e9, r.comm_bytes.dp / 1e9);
+}
+
+int run_predict(const PredictArgs& a) {
+  const ModelConfig m = model_of(a);
+  perf::SystemSpec sys = perf::load_system_spec(a.system);
+  perf::PerfOptions options = a.options;
+  const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
+  const ParallelConfig p = layout_of(a, m, framework);
+  const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, options);
+  if (!a.emit.empty())
+    std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node}, a.emit);
+  else if (a.json)
+    std::cout << prediction_json(a, m, p, sys, r).dump(2) << "\n";
+  else
+    print_prediction(a, m, p, sys, framework, r);
   return 0;
 }
 
