@@ -126,6 +126,21 @@ TEST(Launch, EmbeddingHeadOverVirtualStagesIsMegatronCoreAccounting) {
             std::string::npos);
 }
 
+TEST(Launch, BalancedPartitionIsEvenWhereItDividesAndFirstLastWhereNot) {
+  // DeepSpeed's balanced partition of 96 layers on 16 stages is 6 each: the
+  // even split, which Megatron-LM takes without first/last counts.
+  LaunchSpec s = frontier_175b();
+  s.parallel.stage_partition = StagePartition::balanced;
+  EXPECT_EQ(megatron_args(s).find("decoder-first"), std::string::npos) << megatron_args(s);
+  // 96 on 14 stages: 7 a stage and 5 on the last.
+  s.parallel.pp = 14;
+  s.parallel.dp = 64;
+  s.num_gpus = 3584;
+  EXPECT_NE(megatron_args(s).find("--decoder-first-pipeline-num-layers 7 \\\n--decoder-last-pipeline-num-layers 5"),
+            std::string::npos)
+      << megatron_args(s);
+}
+
 TEST(Launch, ShapeFlagsOnlyWhereTheModelDiffersFromItsPreset) {
   LaunchSpec s = frontier_175b();
   s.model_config.seq_length = 4096;

@@ -1,5 +1,8 @@
 #include "meshtrain/tune/launch.h"
 
+#include <algorithm>
+#include <functional>
+
 #include <fmt/format.h>
 
 #include "meshtrain/core/error.h"
@@ -138,10 +141,11 @@ std::string megatron_args(const LaunchSpec& s) {
     // layers itself (stage_layers.h).
     a.insert(a.end(), {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
                        "--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp)});
-  } else if (p.uneven_stages() && p.pp > 1) {
+  } else if (const std::vector<int> s = stage_layers(m.num_layers, p);
+             p.pp > 1 && std::adjacent_find(s.begin(), s.end(), std::not_equal_to<>()) != s.end()) {
     // Megatron-LM names the first and last stages' layers; Megatron-DeepSpeed's
-    // embedding-head counting is the same split (stage_layers.h).
-    const std::vector<int> s = stage_layers(m.num_layers, p);
+    // embedding-head counting and DeepSpeed's balanced partition are such
+    // splits (stage_layers.h). A balanced split that divides is the even one.
     a.insert(a.end(), {"--decoder-first-pipeline-num-layers", std::to_string(s.front()),
                        "--decoder-last-pipeline-num-layers", std::to_string(s.back())});
     if (p.vpp > 1) a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp)});

@@ -11,7 +11,8 @@
 //                   ZeRO-1 is --use-distributed-optimizer (Megatron's sharded
 //                   optimizer state); ZeRO-2/3 have no Megatron argument and
 //                   are refused with an Error naming them. Uneven stages are
-//                   --decoder-first/last-pipeline-num-layers, or with the
+//                   --decoder-first/last-pipeline-num-layers (a balanced
+//                   partition that divides is the even split), or with the
 //                   embedding and the head counted over virtual stages
 //                   --account-for-embedding-in-pipeline-split and
 //                   --account-for-loss-in-pipeline-split (Megatron-core).
