@@ -149,7 +149,7 @@ int run_plan(const PlanArgs& a) {
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, options);
   const double elapsed = watch.elapsed_s();
 
-  if (!a.html.empty()) report::write_html(a.html, report::plan_html(m, sys, a.num_gpus, a.global_batch_size, space, plan));
+  if (!a.html.empty()) report::write_html(a.html, report::plan_html(m, sys, a.num_gpus, a.global_batch_size, space, plan, options));
   if (!a.emit.empty()) {
     check(!plan.ranked.empty(), "--emit: no candidate fits");
     std::cout << tune::emit({a.model, m, plan.ranked[0].config, a.num_gpus, sys.devices_per_node}, a.emit);

@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/report/html_page.h"
+#include "meshtrain/report/plan_html.h"
 #include "meshtrain/report/run_report_html.h"
 #include "../data/temp_dir.h"
 #include "png.h"
@@ -199,6 +201,23 @@ TEST(ReportPage, PlanInChromium) {
     EXPECT_THAT(loaded.dom, HasSubstr(text));
   expect_not_blank(loaded.screenshot);
   fs::copy_file(dir.file("shot.png"), "plan-screenshot.png", fs::copy_options::overwrite_existing);
+}
+
+// With a framework profile the page says so, and a TP x PP cell whose
+// layouts the framework cannot run is grey with that reason, not with a
+// memory figure.
+TEST(ReportPage, PlanPageNamesTheFrameworkAndWhatItCannotRun) {
+  const ModelConfig m = load_model_config("22b");
+  const perf::SystemSpec s = perf::load_system_spec("frontier");
+  const perf::FrameworkProfile& f = perf::framework_profile("megatron-deepspeed-2021");
+  tune::SearchSpace space;
+  space.sequence_parallel = {true};  // fixed: what Megatron-DeepSpeed 2021 lacks
+  tune::restrict_to_framework(f, space);
+  space.framework = &f;
+  const tune::Plan plan = tune::plan(m, s, 64, 256, space, f.options);
+  const std::string html = plan_html(m, s, 64, 256, space, plan, f.options);
+  EXPECT_THAT(html, HasSubstr("Only what megatron-deepspeed-2021 can run"));
+  EXPECT_THAT(html, HasSubstr("invalid: megatron-deepspeed-2021 has no sequence parallelism"));
 }
 
 TEST(ReportPage, TextIsEscapedAndScriptsCannotBeClosed) {

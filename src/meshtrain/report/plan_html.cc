@@ -28,7 +28,7 @@ struct Cell {
 };
 
 std::map<std::pair<int, int>, Cell> cells_of(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs,
-                                             const tune::SearchSpace& space) {
+                                             const tune::SearchSpace& space, const perf::PerfOptions& o) {
   std::map<std::pair<int, int>, Cell> cells;
   perf::PerfCache cache;
   for (const ParallelConfig& p : tune::enumerate(m, space, num_gpus, gbs, s.devices_per_node)) {
@@ -40,7 +40,12 @@ std::map<std::pair<int, int>, Cell> cells_of(const ModelConfig& m, const perf::S
       if (c.invalid_reason.empty()) c.invalid_reason = e.what();
       continue;
     }
-    const perf::MemoryEstimate e = perf::estimate_memory(m, p, s, cache);
+    if (space.framework)
+      if (std::string why = perf::unsupported_by(*space.framework, p, m.num_layers); !why.empty()) {
+        if (c.invalid_reason.empty()) c.invalid_reason = why;
+        continue;
+      }
+    const perf::MemoryEstimate e = perf::estimate_memory(m, p, s, cache, o);
     c.least_memory = c.valid++ == 0 ? e.worst.total() : std::min(c.least_memory, e.worst.total());
     c.capacity = e.capacity;
   }
@@ -124,15 +129,18 @@ void breakdown_chart(HtmlPage& page, const tune::Plan& plan, size_t top) {
 }  // namespace
 
 std::string plan_html(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs,
-                      const tune::SearchSpace& space, const tune::Plan& plan) {
+                      const tune::SearchSpace& space, const tune::Plan& plan, const perf::PerfOptions& o) {
   HtmlPage page(fmt::format("meshtrain plan: {} on {} x {}", m.name, num_gpus, s.name));
   page.paragraph(fmt::format("{} ({:.3g}B parameters), global batch {} x {} tokens: {} candidate layouts evaluated, "
                              "{} fit in memory.",
                              m.name, m.num_parameters() / 1e9, gbs, m.seq_length, plan.candidates_evaluated,
                              plan.candidates_fitting));
+  if (space.framework)
+    page.paragraph(fmt::format("Only what {} can run, costed as it runs it: {}", space.framework->name,
+                               space.framework->basis));
   page.heading("The searched space");
   std::vector<std::vector<std::string>> unfit;
-  heat_map(page, plan, cells_of(m, s, num_gpus, gbs, space), &unfit);
+  heat_map(page, plan, cells_of(m, s, num_gpus, gbs, space, o), &unfit);
   page.heading("The chosen layout");
   if (plan.ranked.empty()) {
     page.paragraph("No layout fits.");
