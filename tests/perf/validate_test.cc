@@ -146,3 +146,44 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
 
 }  // namespace
 }  // namespace meshtrain::tune
+
+namespace meshtrain::tune {
+namespace {
+
+const char* kProfileHeader =
+    "id,source,system,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+    "recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,profile\n";
+
+// A published run fits. Where nothing its profile offers does (fsdp-2022
+// assumes no fused attention; at 32K tokens the score matrices alone exceed
+// the GPU), the blank is planned over every value instead, and the row says so.
+TEST(Validate, ARunThatRanFitsEvenWhereItsProfileNarrowingWouldNot) {
+  std::istringstream in(std::string(kProfileHeader) +
+                        "long,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,,1000,bf16,fsdp-2022\n"
+                        "oom,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,no,1000,bf16,fsdp-2022\n");
+  const Validation v = validate_runs(read_csv(in));
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_TRUE(v.rows[0].prediction.fits);
+  EXPECT_TRUE(v.rows[0].beyond_profile);
+  EXPECT_EQ(v.rows[0].filled.at("flash_attn"), "yes");
+  // Published without flash attention: the knob is not planned, and the
+  // model says it does not fit (a published knob is never overridden).
+  EXPECT_FALSE(v.rows[1].prediction.fits);
+  EXPECT_FALSE(v.rows[1].beyond_profile);
+}
+
+// Layers that do not divide by the published PP, no split published, an
+// even-partition profile: the embedding and the head counted as layers
+// (30 + 2 on 4 stages: 7, 8, 8, 7) instead of "not divisible".
+TEST(Validate, LayersThatDoNotDivideAreSplitWhenNoSplitIsPublished) {
+  std::istringstream in(std::string(kProfileHeader) +
+                        "uneven,s,dgx-h100,30,4096,32,16384,4096,50304,32,2,4,1,256,1,full,yes,yes,3000,bf16,"
+                        "megatron-core-2024\n");
+  const Validation v = validate_runs(read_csv(in));
+  ASSERT_EQ(v.rows.size(), 1u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_TRUE(v.rows[0].compared);
+  EXPECT_EQ(v.rows[0].config.stage_counting, StageCounting::embedding_head);
+}
+
+}  // namespace
+}  // namespace meshtrain::tune

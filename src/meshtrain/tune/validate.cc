@@ -94,6 +94,21 @@ void read_stage_split(const CsvTable& t, size_t r, RunRow& p) {
   p.space.stage_counting = p.fallback.stage_counting = counting;
 }
 
+// A run whose layers do not divide by its published PP split them somehow.
+// Where neither the row nor its profile says how (no first/last counts, no
+// counting, an even partition), also try the embedding and the head counted
+// as layers: Megatron-LM's first = last = (layers + 2) / pp - 1, as Llama 3
+// 405B's 126 layers on 16 stages.
+void plan_unpublished_split(RunRow& p) {
+  const SearchSpace& s = p.space;
+  const bool blank_split = s.first_stage_layers == 0 && s.last_stage_layers == 0 &&
+                           s.stage_counting == StageCounting::transformer && s.stage_partition == StagePartition::even;
+  if (blank_split && s.pp.size() == 1 && p.model.num_layers % s.pp.front() != 0) {
+    p.space.search_stage_splits = true;
+    p.widened.search_stage_splits = true;
+  }
+}
+
 void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -190,7 +205,10 @@ void read_profile(const CsvTable& t, size_t r, RunRow& p) {
 }
 
 void read_options(const CsvTable& t, size_t r, RunRow& p) {
+  p.widened = p.space;
   if (!p.profile.empty()) apply_profile(perf::framework_profile(p.profile), p);
+  p.widened.stage_partition = p.space.stage_partition;  // how it splits layers, not a capability
+  plan_unpublished_split(p);
   const std::string notes = t.field(r, "notes");
   auto has = [&](const char* flag) { return notes.find(flag) != std::string::npos; };
   p.options.overlap_grad_reduce |= has("--overlap-grad-reduce");
@@ -289,6 +307,14 @@ std::map<std::string, std::string> filled_values(const RunRow& row, const Parall
   return f;
 }
 
+// Whether a knob of `c` lies outside the values `s` lists for it (blanks the
+// profile narrowed, filled from RunRow::widened).
+bool outside_space(const SearchSpace& s, const ParallelConfig& c) {
+  auto out = [](const auto& list, auto v) { return !list.empty() && std::find(list.begin(), list.end(), v) == list.end(); };
+  return out(s.vpp, c.vpp) || out(s.zero_stage, c.zero_stage) || out(s.recompute, c.recompute) ||
+         (c.tp > 1 && out(s.sequence_parallel, c.sequence_parallel)) || out(s.flash_attention, c.flash_attention);
+}
+
 double predicted_metric(const std::string& metric, const perf::Prediction& p, int row_gpus) {
   if (metric == "hardware_tflops_per_gpu") return p.hardware_tflops_per_gpu;
   if (metric == "model_tflops_per_gpu") return p.model_tflops_per_gpu;
@@ -329,7 +355,12 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
     res.config = hit->second.first;
     res.prediction = hit->second.second;
   } else {
-    const Plan pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.space, row.options, &cache);
+    Plan pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.space, row.options, &cache);
+    // A run that ran fits: where nothing its profile offers does, the
+    // profile's narrowing is what fails (e.g. no fused attention assumed for
+    // a framework whose model code had one), so the blanks take any value.
+    if (pl.ranked.empty() && !row.expected_oom)
+      pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.widened, row.options, &cache);
     if (!pl.ranked.empty()) {
       res.config = pl.ranked.front().config;
       res.prediction = pl.ranked.front().prediction;
@@ -340,6 +371,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
     if (memo) memo->emplace(row.key, std::make_pair(res.config, res.prediction));
   }
   res.filled = filled_values(row, res.config);
+  res.beyond_profile = outside_space(row.space, res.config);
   res.metric = row.metric;
   res.reported = row.reported;
   res.predicted = predicted_metric(row.metric, res.prediction, row.num_gpus);
@@ -435,6 +467,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"source", r.source},
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
+                     {"beyond_profile", r.beyond_profile},
                      {"filled", r.filled},
                      {"config", r.config},
                      {"prediction", r.prediction},

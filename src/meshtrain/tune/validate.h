@@ -55,6 +55,10 @@ struct RunRow {
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
   SearchSpace space;
+  // The blanks left open over every value, not only the profile's: planned
+  // when a run that ran fits nowhere in `space` (the profile's narrowing
+  // cannot describe it then).
+  SearchSpace widened;
   ParallelConfig fallback;  // used when nothing planned fits
   perf::PerfOptions options;
   std::vector<std::string> blanks;
@@ -89,6 +93,9 @@ struct RowResult {
   bool expected_oom = false;                  // the row reports running out of memory
   double reported_memory = 0;                 // published peak, bytes (0: none)
   double memory_error = 0;                    // predicted peak / published - 1 when one is published
+  // Blanks filled outside what the profile offers, because nothing it offers
+  // fits a run that ran (RunRow::widened).
+  bool beyond_profile = false;
 };
 
 // Plans (or predicts) one row on `system` (as the caller passes it: with
