@@ -364,18 +364,22 @@ TEST(StageLayers, MegatronDeepSpeedRowsAreBalancedAndSearched) {
 TEST(StageLayers, PublishedRunsReaderTakesTheSplitColumns) {
   const tune::Validation v =
       tune::validate_runs(tune::read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/uneven-stages-runs.csv"));
-  ASSERT_EQ(v.rows.size(), 2u);
+  ASSERT_EQ(v.rows.size(), 3u);
   EXPECT_EQ(v.rows[0].id, "bloom-shape-embedding-head");
   EXPECT_EQ(v.rows[0].config.stage_counting, StageCounting::embedding_head);
   EXPECT_EQ(v.rows[0].config.pp, 12);
   EXPECT_TRUE(v.rows[0].compared);
-  EXPECT_EQ(v.rows[1].id, "first-last");
-  EXPECT_EQ(v.rows[1].config.first_stage_layers, 6);
-  EXPECT_EQ(v.rows[1].config.last_stage_layers, 6);
-  ASSERT_EQ(v.skipped.size(), 3u);
+  // 70 layers on 12 stages with no split published: planned, not refused;
+  // 70 + 2 = 72 divides, so the embedding and the head counted as layers.
+  EXPECT_EQ(v.rows[1].id, "bloom-shape-unstated");
+  EXPECT_EQ(v.rows[1].config.stage_counting, StageCounting::embedding_head);
+  EXPECT_TRUE(v.rows[1].compared);
+  EXPECT_EQ(v.rows[2].id, "first-last");
+  EXPECT_EQ(v.rows[2].config.first_stage_layers, 6);
+  EXPECT_EQ(v.rows[2].config.last_stage_layers, 6);
+  ASSERT_EQ(v.skipped.size(), 2u);
   std::string skipped;
   for (const std::string& line : v.skipped) skipped += line + "\n";
-  EXPECT_NE(skipped.find("bloom-shape-even line 3: num-layers 70 is not divisible"), std::string::npos) << skipped;
   EXPECT_NE(skipped.find("first-last-not-dividing line 5: num-layers 30 minus"), std::string::npos) << skipped;
   EXPECT_NE(skipped.find("leaves 19 layers"), std::string::npos) << skipped;
   EXPECT_NE(skipped.find("unknown-counting line 6: unknown pipeline layer counting 'by-parameters'"),
