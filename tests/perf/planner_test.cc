@@ -118,21 +118,27 @@ TEST(FrameworkProfile, UnsupportedLayoutsAreNamed) {
   EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.vpp = 2; }), 48), "interleaved"));
   EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.sequence_parallel = true; }), 48),
                   "sequence parallelism"));
-  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.zero_stage = 3; }), 48), "ZeRO stage 0 or 1"));
+  EXPECT_TRUE(
+      has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.zero_stage = 3; }), 48), "ZeRO stage 0 or 1"));
   EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.flash_attention = true; }), 48), "flash"));
-  EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.first_stage_layers = 10; }), 48),
-                  "balances"));
+  EXPECT_TRUE(
+      has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.first_stage_layers = 10; }), 48), "balances"));
   EXPECT_TRUE(has(perf::unsupported_by(mlm, with([](ParallelConfig& q) { q.recompute = Recompute::selective; }), 48),
                   "selective"));
-  EXPECT_TRUE(has(perf::unsupported_by(mlm, with([](ParallelConfig& q) { q.stage_partition = StagePartition::balanced; }), 48),
-                  "does not balance"));
+  EXPECT_TRUE(
+      has(perf::unsupported_by(mlm, with([](ParallelConfig& q) { q.stage_partition = StagePartition::balanced; }), 48),
+          "does not balance"));
   const ParallelConfig partial = with([](ParallelConfig& q) {
     q.recompute_method = RecomputeMethod::block;
     q.recompute_num_layers = 4;  // of 12 layers a stage
   });
   EXPECT_TRUE(has(perf::unsupported_by(mlm, partial, 48), "every block or none"));
   EXPECT_EQ(perf::unsupported_by(perf::framework_profile("megatron-lm-2022"), partial, 48), "");
-  EXPECT_TRUE(has(perf::unsupported_by(titan, with([](ParallelConfig& q) { q.zero_stage = 3; q.flash_attention = true; }), 48),
+  EXPECT_TRUE(has(perf::unsupported_by(titan, with([](ParallelConfig& q) {
+                                         q.zero_stage = 3;
+                                         q.flash_attention = true;
+                                       }),
+                                       48),
                   "always shards"));
 }
 

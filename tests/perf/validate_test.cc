@@ -158,9 +158,10 @@ const char* kProfileHeader =
 // assumes no fused attention; at 32K tokens the score matrices alone exceed
 // the GPU), the blank is planned over every value instead, and the row says so.
 TEST(Validate, ARunThatRanFitsEvenWhereItsProfileNarrowingWouldNot) {
-  std::istringstream in(std::string(kProfileHeader) +
-                        "long,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,,1000,bf16,fsdp-2022\n"
-                        "oom,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,no,1000,bf16,fsdp-2022\n");
+  std::istringstream in(
+      std::string(kProfileHeader) +
+      "long,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,,1000,bf16,fsdp-2022\n"
+      "oom,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,no,1000,bf16,fsdp-2022\n");
   const Validation v = validate_runs(read_csv(in));
   ASSERT_EQ(v.rows.size(), 2u);
   EXPECT_TRUE(v.rows[0].prediction.fits);

@@ -178,7 +178,8 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   // style pipeline schedules, which the FSDP profiles do not have.
   if (fsdp && (has("4d") || has("pipeline") || has("+ pp"))) return "megatron-core-2024";
   if (fsdp) return "fsdp-2022";
-  if (has("megatron")) return year >= 2023 ? "megatron-core-2024" : year == 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
+  if (has("megatron"))
+    return year >= 2023 ? "megatron-core-2024" : year == 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
   return "";
 }
 

@@ -310,7 +310,9 @@ std::map<std::string, std::string> filled_values(const RunRow& row, const Parall
 // Whether a knob of `c` lies outside the values `s` lists for it (blanks the
 // profile narrowed, filled from RunRow::widened).
 bool outside_space(const SearchSpace& s, const ParallelConfig& c) {
-  auto out = [](const auto& list, auto v) { return !list.empty() && std::find(list.begin(), list.end(), v) == list.end(); };
+  auto out = [](const auto& list, auto v) {
+    return !list.empty() && std::find(list.begin(), list.end(), v) == list.end();
+  };
   return out(s.vpp, c.vpp) || out(s.zero_stage, c.zero_stage) || out(s.recompute, c.recompute) ||
          (c.tp > 1 && out(s.sequence_parallel, c.sequence_parallel)) || out(s.flash_attention, c.flash_attention);
 }
