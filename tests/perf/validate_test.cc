@@ -188,3 +188,22 @@ TEST(Validate, LayersThatDoNotDivideAreSplitWhenNoSplitIsPublished) {
 
 }  // namespace
 }  // namespace meshtrain::tune
+
+namespace meshtrain::tune {
+namespace {
+
+TEST(Validate, ContextParallelRowsAreRefusedByName) {
+  std::istringstream in(
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,cp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind\n"
+      "cp2,s,dgx-h100,32,4096,32,32768,50304,16,2,1,2,1,8,1,full,yes,yes,300,model\n"
+      "cp1,s,dgx-h100,32,4096,32,8192,50304,16,2,1,1,1,32,1,full,yes,yes,300,model\n");
+  const Validation v = validate_runs(read_csv(in));
+  ASSERT_EQ(v.rows.size(), 1u);
+  EXPECT_EQ(v.rows[0].id, "cp1");
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("context parallelism (cp 2) is not modeled"), std::string::npos) << v.skipped[0];
+}
+
+}  // namespace
+}  // namespace meshtrain::tune

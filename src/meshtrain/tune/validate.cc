@@ -129,6 +129,8 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || s.tp.empty() || s.pp.empty(), "tp {} x pp {} does not divide num_gpus {}",
         f.tp, f.pp, p.num_gpus);
+  const int cp = count(t, r, "cp").value_or(1);
+  check(cp == 1, "column cp: context parallelism (cp {}) is not modeled", cp);
   f.dp = std::max(1, p.num_gpus / (f.tp * f.pp));
   if (auto dp = count(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
     check(int64_t(*dp) * f.tp * f.pp == p.num_gpus, "dp {} x tp {} x pp {} is not num_gpus {}", *dp, f.tp, f.pp,
