@@ -207,3 +207,24 @@ TEST(Validate, ContextParallelRowsAreRefusedByName) {
 
 }  // namespace
 }  // namespace meshtrain::tune
+
+namespace meshtrain::tune {
+namespace {
+
+// gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
+TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
+  std::istringstream in(
+      "id,source,system,model_name,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,gated_mlp\n"
+      "a,s,dgx-h100,Llama 2 7B,32,4096,32,11008,4096,32000,8,1,1,3,8,1,full,no,yes,300,model,\n"
+      "b,s,dgx-h100,GPT-3 6.7B,32,4096,32,16384,2048,50257,8,1,1,3,8,1,full,no,yes,300,model,\n"
+      "c,s,dgx-h100,LLaMA-7B (ablation),32,4096,32,16384,4096,32000,8,1,1,3,8,1,full,no,yes,300,model,no\n");
+  const RunRows runs = read_runs(read_csv(in));
+  ASSERT_EQ(runs.rows.size(), 3u);
+  EXPECT_TRUE(runs.rows[0].model.gated_mlp);
+  EXPECT_FALSE(runs.rows[1].model.gated_mlp);
+  EXPECT_FALSE(runs.rows[2].model.gated_mlp);
+}
+
+}  // namespace
+}  // namespace meshtrain::tune

@@ -66,7 +66,17 @@ constexpr const char* kKeyColumns[] = {"system",     "layers",      "hidden",   
                                        "tp",         "pp",          "vpp",        "zero_stage",   "dp",
                                        "micro_batch", "grad_accum", "recompute",  "seq_parallel", "flash_attn",
                                        "precision",  "profile",     "gated_mlp",  "recompute_num_layers",
-                                       "first_stage_layers", "last_stage_layers", "stage_counting"};
+                                       "first_stage_layers", "last_stage_layers", "stage_counting", "model_name"};
+
+// Model families whose MLP is gated (SwiGLU or GeGLU: Llama 1-3, Mistral and
+// Mixtral, Qwen, Gemma, DeepSeek, Baichuan, InternLM model cards), for a row
+// that leaves gated_mlp blank.
+bool gated_family(const std::string& model_name) {
+  const std::string n = ascii_lower(model_name);
+  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "gemma", "deepseek", "baichuan", "internlm"})
+    if (n.find(family) != std::string::npos) return true;
+  return false;
+}
 
 void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   m.name = trim(t.field(r, "model_name"));
@@ -75,7 +85,10 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   m.num_attention_heads = required_count(t, r, "heads");
   if (auto kv = count(t, r, "kv_heads")) m.num_kv_heads = *kv;
   if (auto f = count(t, r, "ffn")) m.ffn_hidden_size = *f;
-  if (auto g = yes_no(t, r, "gated_mlp")) m.gated_mlp = *g;
+  if (auto g = yes_no(t, r, "gated_mlp"))
+    m.gated_mlp = *g;
+  else
+    m.gated_mlp = gated_family(m.name);
   m.seq_length = required_count(t, r, "seq_len");
   m.vocab_size = required_count(t, r, "vocab");
   m.validate();
