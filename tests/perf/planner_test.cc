@@ -108,6 +108,13 @@ TEST(FrameworkProfile, UnsupportedLayoutsAreNamed) {
   p.flash_attention = false;
   p.recompute = Recompute::full;
   EXPECT_EQ(perf::unsupported_by(mds, p, 48), "");
+  ParallelConfig zero3;
+  zero3.zero_stage = 3;
+  zero3.flash_attention = false;
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), zero3, 48), "");
+  zero3.pp = 2;
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), zero3, 48),
+            "deepspeed-zero3 has no pipeline parallelism");
   EXPECT_EQ(perf::unsupported_by(mlm, p, 48), "");
   auto with = [&](auto change) {
     ParallelConfig q = p;

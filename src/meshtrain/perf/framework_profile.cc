@@ -109,7 +109,12 @@ std::vector<FrameworkProfile> build() {
   // Megatron-DeepSpeed builds a DeepSpeed PipelineModule with
   // partition_method 'type:transformer' (or '|embedding'): layers that do
   // not divide are balanced with partition_balanced, not refused.
+  // No pipeline parallelism: DeepSpeed runs ZeRO-2/3 only without its
+  // PipelineEngine (its pipeline documentation: ZeRO-2 and ZeRO-3 are not
+  // supported with pipeline parallelism), and FairScale/PyTorch FSDP of 2022
+  // had no pipeline schedule (OPT-175B: FSDP with Megatron TP only).
   for (FrameworkProfile& p : v) {
+    if (p.name == "deepspeed-zero3" || p.name == "fsdp-2022") p.pipeline = false;
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
     if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
@@ -185,6 +190,7 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
 
 std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, int num_layers) {
   const std::string& n = f.name;
+  if (p.pp > 1 && !f.pipeline) return fmt::format("{} has no pipeline parallelism", n);
   if (p.vpp > 1 && !f.interleaving) return fmt::format("{} has no interleaved schedule (virtual pipeline stages)", n);
   if (p.sequence_parallel && p.tp > 1 && !f.sequence_parallel) return fmt::format("{} has no sequence parallelism", n);
   if (!p.sequence_parallel && p.tp > 1 && f.sequence_parallel_always)
