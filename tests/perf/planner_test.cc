@@ -115,6 +115,11 @@ TEST(FrameworkProfile, UnsupportedLayoutsAreNamed) {
   zero3.pp = 2;
   EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), zero3, 48),
             "deepspeed-zero3 has no pipeline parallelism");
+  zero3.pp = 1;
+  zero3.tp = 2;
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), zero3, 48),
+            "deepspeed-zero3 has no tensor parallelism");
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("fsdp-2022"), zero3, 48), "");  // OPT: FSDP with TP
   EXPECT_EQ(perf::unsupported_by(mlm, p, 48), "");
   auto with = [&](auto change) {
     ParallelConfig q = p;

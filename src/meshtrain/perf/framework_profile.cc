@@ -113,8 +113,11 @@ std::vector<FrameworkProfile> build() {
   // PipelineEngine (its pipeline documentation: ZeRO-2 and ZeRO-3 are not
   // supported with pipeline parallelism), and FairScale/PyTorch FSDP of 2022
   // had no pipeline schedule (OPT-175B: FSDP with Megatron TP only).
+  // DeepSpeed ZeRO-3 alone wraps a user's PyTorch model, which has no
+  // tensor-parallel layers (Megatron's come with Megatron-DeepSpeed).
   for (FrameworkProfile& p : v) {
     if (p.name == "deepspeed-zero3" || p.name == "fsdp-2022") p.pipeline = false;
+    if (p.name == "deepspeed-zero3") p.tensor_parallel = false;
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
     if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
@@ -190,6 +193,7 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
 
 std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, int num_layers) {
   const std::string& n = f.name;
+  if (p.tp > 1 && !f.tensor_parallel) return fmt::format("{} has no tensor parallelism", n);
   if (p.pp > 1 && !f.pipeline) return fmt::format("{} has no pipeline parallelism", n);
   if (p.vpp > 1 && !f.interleaving) return fmt::format("{} has no interleaved schedule (virtual pipeline stages)", n);
   if (p.sequence_parallel && p.tp > 1 && !f.sequence_parallel) return fmt::format("{} has no sequence parallelism", n);

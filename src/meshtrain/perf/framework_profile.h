@@ -3,6 +3,7 @@
 // its authors did not publish are planned only over what that framework
 // offered. Each profile states where its facts come from (`basis`).
 //
+//   tensor_parallel      tensor parallelism at all (TP > 1)
 //   pipeline             pipeline parallelism at all (PP > 1)
 //   interleaving         interleaved 1F1B (virtual pipeline stages)
 //   sequence_parallel    Megatron sequence parallelism
@@ -33,6 +34,7 @@ namespace meshtrain::perf {
 struct FrameworkProfile {
   std::string name;
   std::string family;
+  bool tensor_parallel = true;
   bool pipeline = true;
   bool interleaving = true;
   bool sequence_parallel = true;
@@ -69,8 +71,8 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
                           const std::string& precision = "");
 
 // Why framework `f` could not run layout `p` of a model with `num_layers`
-// transformer layers, as one phrase ("" when it could): pipeline or virtual
-// pipeline stages, sequence parallelism (or TP without it, where its TP always
+// transformer layers, as one phrase ("" when it could): tensor parallelism,
+// pipeline or virtual pipeline stages, sequence parallelism (or TP without it, where its TP always
 // shards the sequence), selective or partial recompute, a fused attention
 // kernel or a ZeRO stage it does not have; a stage split other than its
 // own (Megatron-DeepSpeed balances layers that do not divide and has no

@@ -37,6 +37,7 @@ const std::vector<T>& or_default(const std::vector<T>& given, const std::vector<
 }  // namespace
 
 void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp) {
+  if (!f.tensor_parallel && sp.tp.empty()) sp.tp = {1};
   if (!f.pipeline && sp.pp.empty()) sp.pp = {1};
   if (!f.interleaving && sp.vpp.empty()) sp.vpp = {1};
   if (!f.sequence_parallel && sp.sequence_parallel.empty()) sp.sequence_parallel = {false};
