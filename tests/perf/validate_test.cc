@@ -144,11 +144,6 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   EXPECT_GE(sweeps[1].spearman, 0.8);
 }
 
-}  // namespace
-}  // namespace meshtrain::tune
-
-namespace meshtrain::tune {
-namespace {
 
 const char* kProfileHeader =
     "id,source,system,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
@@ -186,11 +181,6 @@ TEST(Validate, LayersThatDoNotDivideAreSplitWhenNoSplitIsPublished) {
   EXPECT_EQ(v.rows[0].config.stage_counting, StageCounting::embedding_head);
 }
 
-}  // namespace
-}  // namespace meshtrain::tune
-
-namespace meshtrain::tune {
-namespace {
 
 TEST(Validate, ContextParallelRowsAreRefusedByName) {
   std::istringstream in(
@@ -205,11 +195,6 @@ TEST(Validate, ContextParallelRowsAreRefusedByName) {
   EXPECT_NE(v.skipped[0].find("context parallelism (cp 2) is not modeled"), std::string::npos) << v.skipped[0];
 }
 
-}  // namespace
-}  // namespace meshtrain::tune
-
-namespace meshtrain::tune {
-namespace {
 
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
