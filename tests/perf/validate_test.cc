@@ -149,15 +149,19 @@ const char* kProfileHeader =
     "id,source,system,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
     "recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,profile\n";
 
+CsvTable table_of(const std::string& csv) {
+  std::istringstream in(csv);
+  return read_csv(in);
+}
+
 // A published run fits. Where nothing its profile offers does (fsdp-2022
 // assumes no fused attention; at 32K tokens the score matrices alone exceed
 // the GPU), the blank is planned over every value instead, and the row says so.
 TEST(Validate, ARunThatRanFitsEvenWhereItsProfileNarrowingWouldNot) {
-  std::istringstream in(
-      std::string(kProfileHeader) +
-      "long,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,,1000,bf16,fsdp-2022\n"
-      "oom,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,no,1000,bf16,fsdp-2022\n");
-  const Validation v = validate_runs(read_csv(in));
+  const Validation v = validate_runs(
+      table_of(std::string(kProfileHeader) +
+               "long,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,,1000,bf16,fsdp-2022\n"
+               "oom,s,dgx-a100-80gb,32,4096,32,16384,32768,50304,8,1,1,3,8,1,full,no,no,1000,bf16,fsdp-2022\n"));
   ASSERT_EQ(v.rows.size(), 2u);
   EXPECT_TRUE(v.rows[0].prediction.fits);
   EXPECT_TRUE(v.rows[0].beyond_profile);
@@ -172,39 +176,34 @@ TEST(Validate, ARunThatRanFitsEvenWhereItsProfileNarrowingWouldNot) {
 // even-partition profile: the embedding and the head counted as layers
 // (30 + 2 on 4 stages: 7, 8, 8, 7) instead of "not divisible".
 TEST(Validate, LayersThatDoNotDivideAreSplitWhenNoSplitIsPublished) {
-  std::istringstream in(std::string(kProfileHeader) +
-                        "uneven,s,dgx-h100,30,4096,32,16384,4096,50304,32,2,4,1,256,1,full,yes,yes,3000,bf16,"
-                        "megatron-core-2024\n");
-  const Validation v = validate_runs(read_csv(in));
+  const Validation v = validate_runs(table_of(
+      std::string(kProfileHeader) +
+      "uneven,s,dgx-h100,30,4096,32,16384,4096,50304,32,2,4,1,256,1,full,yes,yes,3000,bf16,megatron-core-2024\n"));
   ASSERT_EQ(v.rows.size(), 1u) << (v.skipped.empty() ? "" : v.skipped[0]);
   EXPECT_TRUE(v.rows[0].compared);
   EXPECT_EQ(v.rows[0].config.stage_counting, StageCounting::embedding_head);
 }
 
-
 TEST(Validate, ContextParallelRowsAreRefusedByName) {
-  std::istringstream in(
+  const Validation v = validate_runs(table_of(
       "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,cp,zero_stage,global_batch,micro_batch,"
       "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind\n"
       "cp2,s,dgx-h100,32,4096,32,32768,50304,16,2,1,2,1,8,1,full,yes,yes,300,model\n"
-      "cp1,s,dgx-h100,32,4096,32,8192,50304,16,2,1,1,1,32,1,full,yes,yes,300,model\n");
-  const Validation v = validate_runs(read_csv(in));
+      "cp1,s,dgx-h100,32,4096,32,8192,50304,16,2,1,1,1,32,1,full,yes,yes,300,model\n"));
   ASSERT_EQ(v.rows.size(), 1u);
   EXPECT_EQ(v.rows[0].id, "cp1");
   ASSERT_EQ(v.skipped.size(), 1u);
   EXPECT_NE(v.skipped[0].find("context parallelism (cp 2) is not modeled"), std::string::npos) << v.skipped[0];
 }
 
-
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
-  std::istringstream in(
+  const RunRows runs = read_runs(table_of(
       "id,source,system,model_name,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,"
       "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,gated_mlp\n"
       "a,s,dgx-h100,Llama 2 7B,32,4096,32,11008,4096,32000,8,1,1,3,8,1,full,no,yes,300,model,\n"
       "b,s,dgx-h100,GPT-3 6.7B,32,4096,32,16384,2048,50257,8,1,1,3,8,1,full,no,yes,300,model,\n"
-      "c,s,dgx-h100,LLaMA-7B (ablation),32,4096,32,16384,4096,32000,8,1,1,3,8,1,full,no,yes,300,model,no\n");
-  const RunRows runs = read_runs(read_csv(in));
+      "c,s,dgx-h100,LLaMA-7B (ablation),32,4096,32,16384,4096,32000,8,1,1,3,8,1,full,no,yes,300,model,no\n"));
   ASSERT_EQ(runs.rows.size(), 3u);
   EXPECT_TRUE(runs.rows[0].model.gated_mlp);
   EXPECT_FALSE(runs.rows[1].model.gated_mlp);
