@@ -99,7 +99,7 @@ ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf:
   p.bf16 = a.bf16;
   p.flash_attention = a.flash;
   if (framework) {
-    if (!p.uneven_stages()) p.stage_partition = framework->stage_partition;
+    p.stage_partition = perf::partition_under(*framework, p.first_stage_layers, p.last_stage_layers, p.stage_partition);
     const std::string why = perf::unsupported_by(*framework, p, m.num_layers);
     check(why.empty(), "--framework-profile: {}", why);
   }

@@ -53,6 +53,12 @@ TEST(FrameworkProfileCli, PredictMatchesValidateOfTheSameRow) {
                    v["rows"][0]["prediction"]["memory_bytes_per_gpu"]["total"].get<double>());
   // The engine (no profile) refuses 26 layers on 4 stages.
   EXPECT_TRUE(run_json(layout).is_null());
+  // With the embedding and the head counted (28 items on 4 stages: 7 each),
+  // DeepSpeed still balances: the same partition as plan takes.
+  const nlohmann::json counted = run_json(layout + " --pipeline-layer-counting embedding-head"
+                                                   " --framework-profile megatron-deepspeed-2022");
+  ASSERT_FALSE(counted.is_null());
+  EXPECT_EQ(counted["config"]["pipeline_stage_partition"], "balanced");
 }
 
 }  // namespace

@@ -191,6 +191,12 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   return "";
 }
 
+StagePartition partition_under(const FrameworkProfile& f, int first_stage_layers, int last_stage_layers,
+                               StagePartition given) {
+  const bool defaults = first_stage_layers == 0 && last_stage_layers == 0 && given == StagePartition::even;
+  return defaults ? f.stage_partition : given;
+}
+
 std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, int num_layers) {
   const std::string& n = f.name;
   if (p.tp > 1 && !f.tensor_parallel) return fmt::format("{} has no tensor parallelism", n);

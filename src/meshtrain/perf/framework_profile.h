@@ -70,6 +70,13 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 std::string infer_profile(const std::string& framework, const std::string& source,
                           const std::string& precision = "");
 
+// The stage partition a layout takes under `f`: f's own (DeepSpeed's
+// balanced one for Megatron-DeepSpeed) where the layout gives no first/last
+// stage counts and keeps the default even partition; `given` otherwise.
+// Whether the embedding and the head count as layers does not matter.
+StagePartition partition_under(const FrameworkProfile& f, int first_stage_layers, int last_stage_layers,
+                               StagePartition given);
+
 // Why framework `f` could not run layout `p` of a model with `num_layers`
 // transformer layers, as one phrase ("" when it could): tensor parallelism,
 // pipeline or virtual pipeline stages, sequence parallelism (or TP without it, where its TP always

@@ -46,8 +46,7 @@ void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp) {
   if (!f.selective_recompute && sp.recompute.empty()) sp.recompute = {Recompute::none, Recompute::full};
   if (!f.partial_recompute) sp.partial_recompute = false;
   if (sp.zero_stage.empty()) sp.zero_stage = f.zero_stages;
-  if (sp.first_stage_layers == 0 && sp.last_stage_layers == 0 && sp.stage_partition == StagePartition::even)
-    sp.stage_partition = f.stage_partition;
+  sp.stage_partition = perf::partition_under(f, sp.first_stage_layers, sp.last_stage_layers, sp.stage_partition);
 }
 
 std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs,

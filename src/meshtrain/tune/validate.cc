@@ -195,7 +195,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
 void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   SearchSpace& s = p.space;
   restrict_to_framework(f, s);  // a blank knob is an open list
-  if (s.first_stage_layers == 0 && s.last_stage_layers == 0) p.fallback.stage_partition = s.stage_partition;
+  p.fallback.stage_partition = s.stage_partition;
   p.options = f.options;
   if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();
   if (!s.flash_attention.empty()) p.fallback.flash_attention = s.flash_attention.front();
