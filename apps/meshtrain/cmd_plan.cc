@@ -108,7 +108,7 @@ int print_plan(const PlanArgs& a, const ModelConfig& m, const perf::SystemSpec& 
                const perf::FrameworkProfile* framework, const tune::Plan& plan, double elapsed) {
   fmt::print("{} ({:.3g}B parameters) on {} x {}, global batch {} x {} tokens\n", m.name, m.num_parameters() / 1e9,
              a.num_gpus, sys.name, a.global_batch_size, m.seq_length);
-  if (framework) fmt::print("as {} runs it: {}\n", framework->name, framework->basis);
+  print_framework(framework);
   fmt::print("{} candidates evaluated, {} fit ({:.2f} s)\n", plan.candidates_evaluated, plan.candidates_fitting,
              elapsed);
   for (const auto& [reason, n] : plan.dropped) fmt::print("  dropped {:>8}: {}\n", n, reason);

@@ -131,7 +131,7 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
              m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.pp, p.vpp, p.dp, p.zero_stage,
              p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
              p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
-  if (framework) fmt::print("as {} runs it: {}\n", framework->name, framework->basis);
+  print_framework(framework);
   if (p.uneven_stages()) fmt::print("layers per pipeline stage: {}\n", fmt::join(stage_layers(m.num_layers, p), " "));
   if (p.uneven_stages() && p.vpp > 1)
     fmt::print("layers per virtual stage (chunk x pp + stage): {}\n",

@@ -1,5 +1,7 @@
 #include "framework_flag.h"
 
+#include <fmt/format.h>
+
 namespace meshtrain::cli {
 
 void add_framework_flag(CLI::App* cmd, std::string& name) {
@@ -23,6 +25,10 @@ const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf
   options = o;
   sys = sys.for_profile(f.name);
   return &f;
+}
+
+void print_framework(const perf::FrameworkProfile* f) {
+  if (f) fmt::print("as {} runs it: {}\n", f->name, f->basis);
 }
 
 }  // namespace meshtrain::cli

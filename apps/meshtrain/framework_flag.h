@@ -27,4 +27,7 @@ void add_framework_flag(CLI::App* cmd, std::string& name);
 const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf::PerfOptions& options,
                                                    perf::SystemSpec& sys);
 
+// "as NAME runs it: BASIS" on standard output; nothing for nullptr.
+void print_framework(const perf::FrameworkProfile* f);
+
 }  // namespace meshtrain::cli
