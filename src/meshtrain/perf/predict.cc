@@ -36,6 +36,84 @@ bool affine(const std::vector<const PipelineTimeline*>& t) {
   return true;
 }
 
+// The chunks' forward and backward durations and the boundary transfers, as
+// the pipeline simulation takes them.
+PipelineCosts pipeline_costs(const StepCosts& sc, const ParallelConfig& p, const PerfOptions& o) {
+  PipelineCosts pc;
+  pc.pp = p.pp;
+  pc.vpp = p.vpp;
+  for (const ChunkCost& c : sc.chunks) {
+    pc.forward_s.push_back(c.forward_s());
+    pc.backward_s.push_back(c.backward_s());
+  }
+  if (p.pp > 1) pc.transfer_s = sc.transfer_s;
+  pc.blocking_sends = !o.overlap_p2p_comm;
+  return pc;
+}
+
+// When stage st's step-end gradient reduction is done: chunk by chunk as
+// their gradients complete, after the pipeline unless it overlaps the
+// backward.
+double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vpp, const PerfOptions& o) {
+  std::vector<int> order(vpp);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return t.last_backward_end_s[a] < t.last_backward_end_s[b]; });
+  double free = o.overlap_grad_reduce ? 0.0 : t.finish_s;
+  for (int c : order) {
+    const double d = sc.grad_reduce_s[st][c];
+    if (d <= 0) continue;
+    if (o.overlap_grad_reduce) {
+      const double start = std::max(free, t.last_backward_start_s[c]);
+      free = std::max(start + d, t.last_backward_end_s[c] + d * sc.grad_bucket_fraction[st]);
+    } else {
+      free += d;
+    }
+  }
+  return std::max(t.finish_s, free);
+}
+
+// One stage's step: its pipeline, reduction, tied-embedding sync, optimizer
+// and ZeRO-1/2 parameter gather, and where its time went.
+struct StageStep {
+  double end_s = 0;
+  TimeBreakdown time;
+};
+
+StageStep stage_step(const StepCosts& sc, const StageTimeline& t, int st, const ParallelConfig& p,
+                     const PerfOptions& o) {
+  const double reduce_end = reduction_end(sc, t, st, p.vpp, o);
+  const double sync = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
+  const double gather = o.overlap_param_gather ? 0.0 : sc.param_gather_s[st];
+  StageStep r;
+  r.end_s = reduce_end + sync + sc.optimizer_s[st] + gather;
+  const int mb = p.num_micro_batches();
+  TimeBreakdown& b = r.time;
+  for (int c = 0; c < p.vpp; ++c) {
+    const ChunkCost& cc = sc.chunk(st, c);
+    b.compute += mb * (cc.forward_compute_s + cc.backward_compute_s);
+    b.tp_comm += mb * (cc.forward_tp_s + cc.backward_tp_s);
+    b.dp_comm += mb * (cc.forward_dp_s + cc.backward_dp_s);
+  }
+  b.dp_comm += (reduce_end - t.finish_s) + gather;
+  b.pp_comm = t.transfer_wait_s + sync;
+  b.bubble = t.bubble_s;
+  b.optimizer = sc.optimizer_s[st];
+  return r;
+}
+
+// Throughput and FLOP rates from the step time.
+void set_rates(Prediction& r, const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, int num_gpus) {
+  r.tokens_per_step = double(p.global_batch_size) * m.seq_length;
+  r.tokens_per_s = r.tokens_per_step / r.step_time_s;
+  const StepFlops flops = step_flops(m, p, double(p.global_batch_size) * m.seq_length);
+  r.model_tflops_per_gpu = flops.model / r.step_time_s / num_gpus / 1e12;
+  r.hardware_tflops_per_gpu = flops.hardware / r.step_time_s / num_gpus / 1e12;
+  const double peak = s.peak_flops(p.bf16) / 1e12;
+  r.mfu = r.model_tflops_per_gpu / peak;
+  r.hfu = r.hardware_tflops_per_gpu / peak;
+}
+
 }  // namespace
 
 PipelineTimeline pipeline_timeline(ScheduleKind kind, int m, const PipelineCosts& c, PerfCache& cache,
@@ -74,58 +152,17 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
   r.fits = mem.fits();
 
   const StepCosts sc = step_costs(m, p, s, o, cache);
-  PipelineCosts pc;
-  pc.pp = p.pp;
-  pc.vpp = p.vpp;
-  for (const ChunkCost& c : sc.chunks) {
-    pc.forward_s.push_back(c.forward_s());
-    pc.backward_s.push_back(c.backward_s());
-  }
-  if (p.pp > 1) pc.transfer_s = sc.transfer_s;
-  pc.blocking_sends = !o.overlap_p2p_comm;
-  const int mb = p.num_micro_batches();
-  const PipelineTimeline tl = pipeline_timeline(p.schedule, mb, pc, cache);
-
+  const PipelineTimeline tl = pipeline_timeline(p.schedule, p.num_micro_batches(), pipeline_costs(sc, p, o), cache);
+  // The step ends with the last stage to finish; its breakdown is reported.
   double step_end = -1;
   for (int st = 0; st < p.pp; ++st) {
     const StageTimeline& t = tl.stages[st];
-    const double pipe_end = t.finish_s;
-    // Step-end gradient reduction, chunk by chunk as their gradients complete.
-    std::vector<int> order(p.vpp);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(),
-              [&](int a, int b) { return t.last_backward_end_s[a] < t.last_backward_end_s[b]; });
-    double free = o.overlap_grad_reduce ? 0.0 : pipe_end;
-    for (int c : order) {
-      const double d = sc.grad_reduce_s[st][c];
-      if (d <= 0) continue;
-      if (o.overlap_grad_reduce) {
-        const double start = std::max(free, t.last_backward_start_s[c]);
-        free = std::max(start + d, t.last_backward_end_s[c] + d * sc.grad_bucket_fraction[st]);
-      } else {
-        free += d;
-      }
-    }
-    const double reduce_end = std::max(pipe_end, free);
-    const double sync = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
-    const double gather = o.overlap_param_gather ? 0.0 : sc.param_gather_s[st];
-    const double end = reduce_end + sync + sc.optimizer_s[st] + gather;
-    if (end <= step_end) continue;
-    step_end = end;
+    const StageStep ss = stage_step(sc, t, st, p, o);
+    if (ss.end_s <= step_end) continue;
+    step_end = ss.end_s;
     r.critical_stage = st;
-    TimeBreakdown b;
-    for (int c = 0; c < p.vpp; ++c) {
-      const ChunkCost& cc = sc.chunk(st, c);
-      b.compute += mb * (cc.forward_compute_s + cc.backward_compute_s);
-      b.tp_comm += mb * (cc.forward_tp_s + cc.backward_tp_s);
-      b.dp_comm += mb * (cc.forward_dp_s + cc.backward_dp_s);
-    }
-    b.dp_comm += (reduce_end - pipe_end) + gather;
-    b.pp_comm = t.transfer_wait_s + sync;
-    b.bubble = t.bubble_s;
-    b.optimizer = sc.optimizer_s[st];
-    r.time = b;
-    r.bubble_fraction = pipe_end > 0 ? t.bubble_s / pipe_end : 0;
+    r.time = ss.time;
+    r.bubble_fraction = t.finish_s > 0 ? t.bubble_s / t.finish_s : 0;
   }
   r.step_time_s = step_end;
   // Ranks outnumbering their node's cores: the cores, not the pipeline, may bound the step.
@@ -139,15 +176,7 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
     r.comm_bytes.pp = std::max(r.comm_bytes.pp, sc.pp_bytes[st]);
     r.comm_bytes.dp = std::max(r.comm_bytes.dp, sc.dp_bytes[st]);
   }
-
-  r.tokens_per_step = double(p.global_batch_size) * m.seq_length;
-  r.tokens_per_s = r.tokens_per_step / r.step_time_s;
-  const StepFlops flops = step_flops(m, p, double(p.global_batch_size) * m.seq_length);
-  r.model_tflops_per_gpu = flops.model / r.step_time_s / num_gpus / 1e12;
-  r.hardware_tflops_per_gpu = flops.hardware / r.step_time_s / num_gpus / 1e12;
-  const double peak = s.peak_flops(p.bf16) / 1e12;
-  r.mfu = r.model_tflops_per_gpu / peak;
-  r.hfu = r.hardware_tflops_per_gpu / peak;
+  set_rates(r, m, p, s, num_gpus);
   return r;
 }
 
