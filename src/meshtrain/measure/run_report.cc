@@ -126,28 +126,16 @@ int group_rank(const std::string& g) {
   return 6;
 }
 
-// The derived figures of one rank. span[i]: the pipeline's span in
-// iteration i, the longest train_step of any rank.
-nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, const std::vector<double>& span) {
-  const nlohmann::json& st = r["steps"];
-  const std::vector<double> time = column(st, "time_s");
-  const size_t iters = time.size();
-  const std::vector<double> t = steady(time);
-  const double step = median_of(t);
-  nlohmann::json d;
-  d["rank"] = r["rank"];
-  d["coord"] = r["coord"];
-  d["iterations"] = iters;
-  d["step_time_s"] = step;
-
-  // Pipeline: medians over the steady iterations of the phases and of
-  //   bubble_fraction     1 - compute / span: the share of the pipeline's
-  //                       span (the slowest rank's train_step) this rank did
-  //                       not compute, leading, middle and trailing waits alike;
-  //   recv_wait_fraction  idle / (idle + compute): blocked in pipeline
-  //                       receives (StepStats.idle_s; misses the trailing wait
-  //                       of stages that finish early);
-  //   idle_fraction_of_step  idle / the whole iteration.
+// Pipeline: medians over the steady iterations of the phases and of
+//   bubble_fraction     1 - compute / span: the share of the pipeline's
+//                       span (the slowest rank's train_step) this rank did
+//                       not compute, leading, middle and trailing waits alike;
+//   recv_wait_fraction  idle / (idle + compute): blocked in pipeline
+//                       receives (StepStats.idle_s; misses the trailing wait
+//                       of stages that finish early);
+//   idle_fraction_of_step  idle / the whole iteration.
+// t: the steady iterations' times; span[i] as derive_rank's.
+nlohmann::json derive_pipeline(const nlohmann::json& st, const std::vector<double>& t, const std::vector<double>& span) {
   nlohmann::json pipe;
   for (const char* k : {"pipeline_s", "forward_s", "backward_s", "compute_s", "idle_s", "optimizer_s"})
     pipe[k] = median_of(steady(column(st, k)));
@@ -162,33 +150,27 @@ nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, co
   pipe["bubble_fraction"] = median_of(bubble);
   pipe["recv_wait_fraction"] = median_of(wait);
   pipe["idle_fraction_of_step"] = median_of(of_step);
-  d["pipeline"] = pipe;
-  d["steps"] = st;
-  if (r.contains("timeline")) d["timeline"] = r["timeline"];
+  return pipe;
+}
 
-  // Throughput from the tokens the steps consumed (summed over the world).
-  const std::vector<double> tok = steady(column(st, "step_tokens"));
-  std::vector<double> tps;
-  for (size_t i = 0; i < tok.size(); ++i) tps.push_back(t[i] > 0 ? tok[i] / t[i] : 0.0);
-  d["step_tokens"] = median_of(tok);
-  d["tokens_per_s"] = median_of(tps);
-
-  // Compute: this rank's share of the FLOPs over its median step.
+// Compute: this rank's share of the FLOPs over its median step, and where
+// the compute time went (medians over the steady iterations):
+//   matmul_s      the oneDNN matmuls (linear layers, logits);
+//   attention_s   the tiled attention kernels;
+//   in_layer_comm_s  the tp group's calls (TP/SP collectives and the
+//                 vocab-parallel cross-entropy's), made inside forward and
+//                 backward;
+//   other_s       compute_s minus those three: element-wise kernels
+//                 (LayerNorm, GELU, residuals, embeddings, softmax-CE,
+//                 bf16 conversions), ZeRO-3 gathers and bookkeeping.
+// Rates: each kernel class's FLOPs over its own time.
+nlohmann::json derive_compute(const nlohmann::json& r, double step, const ReportContext& ctx) {
+  const nlohmann::json& st = r["steps"];
   const double mf = r["model_flops_per_step"].get<double>(), hf = r["hardware_flops_per_step"].get<double>();
   nlohmann::json comp{{"model_flops_per_step", mf},
                       {"hardware_flops_per_step", hf},
                       {"model_tflops", step > 0 ? mf / step / 1e12 : 0.0},
                       {"hardware_tflops", step > 0 ? hf / step / 1e12 : 0.0}};
-  // Where the compute time went (medians over the steady iterations):
-  //   matmul_s      the oneDNN matmuls (linear layers, logits);
-  //   attention_s   the tiled attention kernels;
-  //   in_layer_comm_s  the tp group's calls (TP/SP collectives and the
-  //                 vocab-parallel cross-entropy's), made inside forward and
-  //                 backward;
-  //   other_s       compute_s minus those three: element-wise kernels
-  //                 (LayerNorm, GELU, residuals, embeddings, softmax-CE,
-  //                 bf16 conversions), ZeRO-3 gathers and bookkeeping.
-  // Rates: each kernel class's FLOPs over its own time.
   const double compute_s = median_of(steady(column(st, "compute_s")));
   const double mm_s = median_of(steady(column(st, "matmul_s")));
   const double at_s = median_of(steady(column(st, "attention_s")));
@@ -213,12 +195,12 @@ nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, co
     comp["hfu"] = comp["hardware_tflops"].get<double>() / ctx.peak_tflops;
     comp["matmul_efficiency"] = comp["matmul_tflops"].get<double>() / ctx.peak_tflops;
   }
-  d["compute"] = comp;
+  return comp;
+}
 
-  d["memory_peak_bytes"] = r["memory_peak_bytes"];
-  d["process_peak_rss_bytes"] = r["process_peak_rss_bytes"];
-
-  // Communication: per group, per step (every iteration runs the same calls).
+// Communication: per group, per step (every iteration runs the same calls),
+// into d; t: the steady iterations' times.
+void derive_comm(const nlohmann::json& r, const std::vector<double>& t, nlohmann::json& d) {
   nlohmann::json groups = nlohmann::json::object();
   double exposed = 0, total = 0;
   const double n = std::max(1, r.value("comm_steps", 1));
@@ -244,6 +226,35 @@ nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, co
   d["comm_exposed_fraction"] = steady_time > 0 ? exposed * n / steady_time : 0.0;
   d["comm_time_s_per_step"] = total;
   d["comm"] = r["comm"];
+}
+
+// The derived figures of one rank. span[i]: the pipeline's span in
+// iteration i, the longest train_step of any rank.
+nlohmann::json derive_rank(const nlohmann::json& r, const ReportContext& ctx, const std::vector<double>& span) {
+  const nlohmann::json& st = r["steps"];
+  const std::vector<double> time = column(st, "time_s");
+  const std::vector<double> t = steady(time);
+  const double step = median_of(t);
+  nlohmann::json d;
+  d["rank"] = r["rank"];
+  d["coord"] = r["coord"];
+  d["iterations"] = time.size();
+  d["step_time_s"] = step;
+  d["pipeline"] = derive_pipeline(st, t, span);
+  d["steps"] = st;
+  if (r.contains("timeline")) d["timeline"] = r["timeline"];
+
+  // Throughput from the tokens the steps consumed (summed over the world).
+  const std::vector<double> tok = steady(column(st, "step_tokens"));
+  std::vector<double> tps;
+  for (size_t i = 0; i < tok.size(); ++i) tps.push_back(t[i] > 0 ? tok[i] / t[i] : 0.0);
+  d["step_tokens"] = median_of(tok);
+  d["tokens_per_s"] = median_of(tps);
+
+  d["compute"] = derive_compute(r, step, ctx);
+  d["memory_peak_bytes"] = r["memory_peak_bytes"];
+  d["process_peak_rss_bytes"] = r["process_peak_rss_bytes"];
+  derive_comm(r, t, d);
   return d;
 }
 
@@ -253,25 +264,96 @@ double at(const nlohmann::json& j, const std::string& ptr) {
   return j.contains(p) && j[p].is_number() ? j[p].get<double>() : 0.0;
 }
 
-}  // namespace
-
-nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, const ReportContext& ctx) {
+// The pipeline's span in each iteration: the longest train_step of any rank.
+std::vector<double> pipeline_span(const std::vector<nlohmann::json>& raw) {
   std::vector<double> span;
   for (const auto& r : raw) {
     const std::vector<double> ps = column(r["steps"], "pipeline_s");
     if (span.size() < ps.size()) span.resize(ps.size(), 0.0);
     for (size_t i = 0; i < ps.size(); ++i) span[i] = std::max(span[i], ps[i]);
   }
-  std::vector<nlohmann::json> ranks;
-  for (const auto& r : raw) ranks.push_back(derive_rank(r, ctx, span));
-  std::vector<int> ids;
-  for (const auto& r : ranks) ids.push_back(r["rank"].get<int>());
-  auto over = [&](const std::string& ptr) {
-    std::vector<double> v;
-    for (const auto& r : ranks) v.push_back(at(r, ptr));
-    return spread(v, ids);
-  };
+  return span;
+}
 
+// The spread over the ranks of the figure at a JSON pointer.
+nlohmann::json spread_over(const std::vector<nlohmann::json>& ranks, const std::string& ptr) {
+  std::vector<double> v;
+  std::vector<int> ids;
+  for (const auto& r : ranks) {
+    v.push_back(at(r, ptr));
+    ids.push_back(r["rank"].get<int>());
+  }
+  return spread(v, ids);
+}
+
+// Bubble per pipeline stage: the median over the stage's ranks.
+nlohmann::json stage_bubbles(const std::vector<nlohmann::json>& ranks) {
+  std::map<int, std::vector<double>> by_stage, by_stage_wait;
+  for (const auto& r : ranks) {
+    by_stage[r["coord"]["pp"].get<int>()].push_back(at(r, "/pipeline/bubble_fraction"));
+    by_stage_wait[r["coord"]["pp"].get<int>()].push_back(at(r, "/pipeline/recv_wait_fraction"));
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& [s, v] : by_stage)
+    stages.push_back({{"stage", s}, {"bubble_fraction", median_of(v)},
+                      {"recv_wait_fraction", median_of(by_stage_wait[s])}});
+  return stages;
+}
+
+// Communication per group, over the ranks that are members and communicated.
+nlohmann::json comm_by_group(const std::vector<nlohmann::json>& ranks) {
+  nlohmann::json out = nlohmann::json::object();
+  std::set<std::string> group_names;
+  for (const auto& r : ranks)
+    for (const auto& [g, _] : r["comm_by_group"].items()) group_names.insert(g);
+  for (const std::string& g : group_names) {
+    for (const char* k : {"calls_per_step", "bytes_per_step", "time_s_per_step", "exposed_s_per_step"}) {
+      std::vector<double> v;
+      std::vector<int> who;
+      for (const auto& r : ranks)
+        if (r["comm_by_group"].contains(g)) {
+          v.push_back(r["comm_by_group"][g][k].get<double>());
+          who.push_back(r["rank"].get<int>());
+        }
+      out[g][k] = spread(v, who);
+    }
+  }
+  return out;
+}
+
+// Communication per (group, op), groups in kGroupOrder.
+nlohmann::json comm_by_op(const std::vector<nlohmann::json>& ranks) {
+  std::map<std::pair<int, std::string>, std::vector<std::pair<int, const nlohmann::json*>>> entries;
+  for (const auto& r : ranks)
+    for (const auto& e : r["comm"]) {
+      const std::string g = e["group"], op = e["op"];
+      entries[{group_rank(g), g + "\n" + op}].push_back({r["rank"].get<int>(), &e});
+    }
+  const double iters = ranks.empty() ? 1.0 : ranks.front()["comm_steps"].get<double>();
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& [key, list] : entries) {
+    const nlohmann::json& first = *list.front().second;
+    nlohmann::json o{{"group", first["group"]}, {"op", first["op"]}, {"group_size", first["group_size"]},
+                     {"ranks", list.size()}};
+    for (const char* k : {"calls", "bytes", "total_s", "exposed_s", "p50_s", "p99_s", "algbw_Bps", "busbw_Bps"}) {
+      std::vector<double> v;
+      std::vector<int> who;
+      for (const auto& [rk, e] : list) {
+        v.push_back((*e)[k].get<double>());
+        who.push_back(rk);
+      }
+      o[k] = spread(v, who);
+    }
+    o["bytes_per_step"] = o["bytes"]["median"].get<double>() / iters;
+    o["calls_per_step"] = o["calls"]["median"].get<double>() / iters;
+    ops.push_back(o);
+  }
+  return ops;
+}
+
+// The spread over ranks of every per-rank figure.
+nlohmann::json aggregate_ranks(const std::vector<nlohmann::json>& ranks, const ReportContext& ctx) {
+  auto over = [&](const std::string& ptr) { return spread_over(ranks, ptr); };
   nlohmann::json agg;
   agg["step_time_s"] = over("/step_time_s");
   agg["tokens_per_s"] = over("/tokens_per_s");
@@ -286,18 +368,7 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, co
   for (const char* k : {"pipeline_s", "forward_s", "backward_s", "compute_s", "idle_s", "optimizer_s",
                         "bubble_fraction", "recv_wait_fraction", "idle_fraction_of_step"})
     agg["pipeline"][k] = over(std::string("/pipeline/") + k);
-  // Bubble per pipeline stage: the median over the stage's ranks.
-  std::map<int, std::vector<double>> by_stage, by_stage_wait;
-  for (const auto& r : ranks) {
-    by_stage[r["coord"]["pp"].get<int>()].push_back(at(r, "/pipeline/bubble_fraction"));
-    by_stage_wait[r["coord"]["pp"].get<int>()].push_back(at(r, "/pipeline/recv_wait_fraction"));
-  }
-  nlohmann::json stages = nlohmann::json::array();
-  for (const auto& [s, v] : by_stage)
-    stages.push_back({{"stage", s}, {"bubble_fraction", median_of(v)},
-                      {"recv_wait_fraction", median_of(by_stage_wait[s])}});
-  agg["pipeline"]["stages"] = stages;
-
+  agg["pipeline"]["stages"] = stage_bubbles(ranks);
   for (int i = 0; i < kNumMemCategories; ++i) {
     const std::string c(mem_category_name(MemCategory(i)));
     agg["memory_peak_bytes"][c] = over("/memory_peak_bytes/" + c);
@@ -307,51 +378,18 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, co
   agg["comm_exposed_s_per_step"] = over("/comm_exposed_s_per_step");
   agg["comm_exposed_fraction"] = over("/comm_exposed_fraction");
   agg["comm_time_s_per_step"] = over("/comm_time_s_per_step");
+  const nlohmann::json groups = comm_by_group(ranks);
+  if (!groups.empty()) agg["comm_by_group"] = groups;
+  agg["comm"] = comm_by_op(ranks);
+  return agg;
+}
 
-  // Communication per group (over ranks that are members and communicated).
-  std::set<std::string> group_names;
-  for (const auto& r : ranks)
-    for (const auto& [g, _] : r["comm_by_group"].items()) group_names.insert(g);
-  for (const std::string& g : group_names) {
-    for (const char* k : {"calls_per_step", "bytes_per_step", "time_s_per_step", "exposed_s_per_step"}) {
-      std::vector<double> v;
-      std::vector<int> who;
-      for (const auto& r : ranks)
-        if (r["comm_by_group"].contains(g)) {
-          v.push_back(r["comm_by_group"][g][k].get<double>());
-          who.push_back(r["rank"].get<int>());
-        }
-      agg["comm_by_group"][g][k] = spread(v, who);
-    }
-  }
-  // ... and per (group, op).
-  std::map<std::pair<int, std::string>, std::vector<std::pair<int, const nlohmann::json*>>> entries;
-  for (const auto& r : ranks)
-    for (const auto& e : r["comm"]) {
-      const std::string g = e["group"], op = e["op"];
-      entries[{group_rank(g), g + "\n" + op}].push_back({r["rank"].get<int>(), &e});
-    }
-  nlohmann::json ops = nlohmann::json::array();
-  for (const auto& [key, list] : entries) {
-    const nlohmann::json& first = *list.front().second;
-    nlohmann::json o{{"group", first["group"]}, {"op", first["op"]}, {"group_size", first["group_size"]},
-                     {"ranks", list.size()}};
-    const double iters = ranks.empty() ? 1.0 : ranks.front()["comm_steps"].get<double>();
-    for (const char* k : {"calls", "bytes", "total_s", "exposed_s", "p50_s", "p99_s", "algbw_Bps", "busbw_Bps"}) {
-      std::vector<double> v;
-      std::vector<int> who;
-      for (const auto& [rk, e] : list) {
-        v.push_back((*e)[k].get<double>());
-        who.push_back(rk);
-      }
-      o[k] = spread(v, who);
-    }
-    o["bytes_per_step"] = o["bytes"]["median"].get<double>() / iters;
-    o["calls_per_step"] = o["calls"]["median"].get<double>() / iters;
-    ops.push_back(o);
-  }
-  agg["comm"] = ops;
+}  // namespace
 
+nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, const ReportContext& ctx) {
+  const std::vector<double> span = pipeline_span(raw);
+  std::vector<nlohmann::json> ranks;
+  for (const auto& r : raw) ranks.push_back(derive_rank(r, ctx, span));
   nlohmann::json theory{{"bubble_fraction", theoretical_bubble_fraction(ctx.parallel)},
                         {"pipeline_stages", ctx.parallel.pp},
                         {"micro_batches", ctx.parallel.num_micro_batches()},
@@ -364,7 +402,7 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, co
   out["steady_iterations"] = std::max(0, out["iterations"].get<int>() - (out["iterations"].get<int>() > 1 ? 1 : 0));
   out["comm_steps"] = ranks.empty() ? 1.0 : ranks.front()["comm_steps"].get<double>();
   out["peak_tflops_per_rank"] = ctx.peak_tflops;
-  out["aggregate"] = agg;
+  out["aggregate"] = aggregate_ranks(ranks, ctx);
   out["theory"] = theory;
   out["ranks"] = ranks;
   return out;
@@ -372,13 +410,11 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, co
 
 // ------------------------------------------------------------------ table --
 
-std::string summary_table(const nlohmann::json& m) {
-  const nlohmann::json& a = m["aggregate"];
-  std::string out = fmt::format(
-      "\nrun report | {} ranks (tp {} x dp {} x pp {}) | {} iterations, steady-state figures over {}\n",
-      m["world_size"].get<int>(), m["mesh"]["tp"].get<int>(), m["mesh"]["dp"].get<int>(),
-      m["mesh"]["pp"].get<int>(), m["iterations"].get<int>(), m["steady_iterations"].get<int>());
-  out += fmt::format("{:<34} {:>12} {:>12} {:>12} {:>6}\n", "per rank", "min", "median", "max", "worst");
+namespace {
+
+// One line per figure: its min, median and max over ranks and the worst rank.
+std::string per_rank_rows(const nlohmann::json& a) {
+  std::string out = fmt::format("{:<34} {:>12} {:>12} {:>12} {:>6}\n", "per rank", "min", "median", "max", "worst");
   auto row = [&](const std::string& label, const nlohmann::json& s, auto fmtv, bool worst_is_min = false) {
     out += fmt::format("{:<34} {:>12} {:>12} {:>12} {:>6}\n", label, fmtv(s["min"].get<double>()),
                        fmtv(s["median"].get<double>()), fmtv(s["max"].get<double>()),
@@ -388,70 +424,89 @@ std::string summary_table(const nlohmann::json& m) {
   auto num = [](double v) { return fmt::format("{:.4g}", v); };
   auto pct = [](double v) { return fmt::format("{:.1f}%", 100 * v); };
   auto bytes = [](double v) { return format_bytes(v); };
+  auto tf = [](double v) { return fmt::format("{:.4f}", v); };
+  const nlohmann::json& c = a["compute"];
   row("step time", a["step_time_s"], secs);
   row("tokens/s (consumed)", a["tokens_per_s"], num, true);
-  row("model TFLOP/s", a["compute"]["model_tflops"], [](double v) { return fmt::format("{:.4f}", v); }, true);
-  row("hardware TFLOP/s", a["compute"]["hardware_tflops"], [](double v) { return fmt::format("{:.4f}", v); }, true);
-  if (a["compute"].contains("mfu")) {
-    row("MFU", a["compute"]["mfu"], pct, true);
-    row("HFU", a["compute"]["hfu"], pct, true);
+  row("model TFLOP/s", c["model_tflops"], tf, true);
+  row("hardware TFLOP/s", c["hardware_tflops"], tf, true);
+  if (c.contains("mfu")) {
+    row("MFU", c["mfu"], pct, true);
+    row("HFU", c["hfu"], pct, true);
   }
-  const auto tf = [](double v) { return fmt::format("{:.4f}", v); };
-  if (a["compute"].contains("matmul_s")) {
-    row("compute per step", a["compute"]["compute_s"], secs);
-    row("  matmuls", a["compute"]["matmul_s"], secs);
-    row("  attention kernels", a["compute"]["attention_s"], secs);
-    row("  tp collectives in layers", a["compute"]["in_layer_comm_s"], secs);
-    row("  other kernels", a["compute"]["other_s"], secs);
-    row("matmuls / compute", a["compute"]["matmul_fraction"], pct, true);
-    row("matmul TFLOP/s (achieved)", a["compute"]["matmul_tflops"], tf, true);
-    row("attention TFLOP/s (achieved)", a["compute"]["attention_tflops"], tf, true);
-    if (a["compute"].contains("matmul_efficiency"))
-      row("matmul efficiency (of peak)", a["compute"]["matmul_efficiency"], pct, true);
+  if (c.contains("matmul_s")) {
+    row("compute per step", c["compute_s"], secs);
+    row("  matmuls", c["matmul_s"], secs);
+    row("  attention kernels", c["attention_s"], secs);
+    row("  tp collectives in layers", c["in_layer_comm_s"], secs);
+    row("  other kernels", c["other_s"], secs);
+    row("matmuls / compute", c["matmul_fraction"], pct, true);
+    row("matmul TFLOP/s (achieved)", c["matmul_tflops"], tf, true);
+    row("attention TFLOP/s (achieved)", c["attention_tflops"], tf, true);
+    if (c.contains("matmul_efficiency")) row("matmul efficiency (of peak)", c["matmul_efficiency"], pct, true);
   }
-  row("forward per step", a["pipeline"]["forward_s"], secs);
-  row("backward per step", a["pipeline"]["backward_s"], secs);
-  row("optimizer per step", a["pipeline"]["optimizer_s"], secs);
-  row("pipeline idle per step", a["pipeline"]["idle_s"], secs);
-  row("bubble (1 - compute / span)", a["pipeline"]["bubble_fraction"], pct);
-  row("recv wait / (wait + compute)", a["pipeline"]["recv_wait_fraction"], pct);
-  row("recv wait / step", a["pipeline"]["idle_fraction_of_step"], pct);
+  const nlohmann::json& p = a["pipeline"];
+  row("forward per step", p["forward_s"], secs);
+  row("backward per step", p["backward_s"], secs);
+  row("optimizer per step", p["optimizer_s"], secs);
+  row("pipeline idle per step", p["idle_s"], secs);
+  row("bubble (1 - compute / span)", p["bubble_fraction"], pct);
+  row("recv wait / (wait + compute)", p["recv_wait_fraction"], pct);
+  row("recv wait / step", p["idle_fraction_of_step"], pct);
   row("exposed comm per step (mean)", a["comm_exposed_s_per_step"], secs);
   row("exposed comm / time", a["comm_exposed_fraction"], pct);
   for (int i = 0; i < kNumMemCategories; ++i) {
-    const std::string c(mem_category_name(MemCategory(i)));
-    row("peak " + c, a["memory_peak_bytes"][c], bytes);
+    const std::string cat(mem_category_name(MemCategory(i)));
+    row("peak " + cat, a["memory_peak_bytes"][cat], bytes);
   }
   row("peak total (tracked)", a["memory_peak_bytes"]["total"], bytes);
   row("process peak RSS", a["process_peak_rss_bytes"], bytes);
-  const nlohmann::json& th = m["theory"];
-  if (th["pipeline_stages"].get<int>() > 1) {
-    out += fmt::format("bubble by stage (1 - compute / span), theory {:.1f}% = (p-1)/(m+p-1){} with p={} m={}{}:",
-                       100 * th["bubble_fraction"].get<double>(), th["virtual_stages"].get<int>() > 1 ? "/v" : "",
-                       th["pipeline_stages"].get<int>(), th["micro_batches"].get<int>(),
-                       th["virtual_stages"].get<int>() > 1 ? fmt::format(" v={}", th["virtual_stages"].get<int>())
-                                                          : "");
-    for (const auto& s : a["pipeline"]["stages"])
-      out += fmt::format(" s{} {:.1f}%", s["stage"].get<int>(), 100 * s["bubble_fraction"].get<double>());
-    out += "\n";
-  }
-  if (!a["comm"].empty()) {
-    out += fmt::format("\ncommunication per step (median over member ranks; worst = rank with most exposed time)\n");
-    out += fmt::format("{:<10} {:<16} {:>4} {:>7} {:>11} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}\n", "group",
-                       "op", "n", "calls", "bytes", "time s", "exposed s", "p50 us", "p99 us", "algbw", "busbw",
-                       "worst");
-    const double iters = std::max(1.0, m.value("comm_steps", 1.0));
-    for (const auto& e : a["comm"]) {
-      out += fmt::format("{:<10} {:<16} {:>4} {:>7.4g} {:>11} {:>10.5f} {:>10.5f} {:>10.1f} {:>10.1f} {:>11} {:>11} {:>6}\n",
-                         e["group"].get<std::string>(), e["op"].get<std::string>(), e["group_size"].get<int>(),
-                         e["calls_per_step"].get<double>(), format_bytes(e["bytes_per_step"].get<double>()),
-                         e["total_s"]["median"].get<double>() / iters, e["exposed_s"]["median"].get<double>() / iters,
-                         1e6 * e["p50_s"]["median"].get<double>(), 1e6 * e["p99_s"]["median"].get<double>(),
-                         format_rate(e["algbw_Bps"]["median"].get<double>()),
-                         format_rate(e["busbw_Bps"]["median"].get<double>()), e["exposed_s"]["max_rank"].get<int>());
-    }
-  }
   return out;
+}
+
+// The measured bubble of each stage beside the schedule's formula.
+std::string stage_bubble_line(const nlohmann::json& m) {
+  const nlohmann::json& th = m["theory"];
+  if (th["pipeline_stages"].get<int>() <= 1) return "";
+  const int v = th["virtual_stages"].get<int>();
+  std::string out = fmt::format("bubble by stage (1 - compute / span), theory {:.1f}% = (p-1)/(m+p-1){} with p={} m={}{}:",
+                                100 * th["bubble_fraction"].get<double>(), v > 1 ? "/v" : "",
+                                th["pipeline_stages"].get<int>(), th["micro_batches"].get<int>(),
+                                v > 1 ? fmt::format(" v={}", v) : "");
+  for (const auto& s : m["aggregate"]["pipeline"]["stages"])
+    out += fmt::format(" s{} {:.1f}%", s["stage"].get<int>(), 100 * s["bubble_fraction"].get<double>());
+  return out + "\n";
+}
+
+// Every (group, op): calls, bytes, time and bandwidths per step.
+std::string comm_table(const nlohmann::json& m) {
+  const nlohmann::json& ops = m["aggregate"]["comm"];
+  if (ops.empty()) return "";
+  std::string out =
+      fmt::format("\ncommunication per step (median over member ranks; worst = rank with most exposed time)\n");
+  out += fmt::format("{:<10} {:<16} {:>4} {:>7} {:>11} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}\n", "group",
+                     "op", "n", "calls", "bytes", "time s", "exposed s", "p50 us", "p99 us", "algbw", "busbw",
+                     "worst");
+  const double iters = std::max(1.0, m.value("comm_steps", 1.0));
+  for (const auto& e : ops)
+    out += fmt::format("{:<10} {:<16} {:>4} {:>7.4g} {:>11} {:>10.5f} {:>10.5f} {:>10.1f} {:>10.1f} {:>11} {:>11} {:>6}\n",
+                       e["group"].get<std::string>(), e["op"].get<std::string>(), e["group_size"].get<int>(),
+                       e["calls_per_step"].get<double>(), format_bytes(e["bytes_per_step"].get<double>()),
+                       e["total_s"]["median"].get<double>() / iters, e["exposed_s"]["median"].get<double>() / iters,
+                       1e6 * e["p50_s"]["median"].get<double>(), 1e6 * e["p99_s"]["median"].get<double>(),
+                       format_rate(e["algbw_Bps"]["median"].get<double>()),
+                       format_rate(e["busbw_Bps"]["median"].get<double>()), e["exposed_s"]["max_rank"].get<int>());
+  return out;
+}
+
+}  // namespace
+
+std::string summary_table(const nlohmann::json& m) {
+  std::string out = fmt::format(
+      "\nrun report | {} ranks (tp {} x dp {} x pp {}) | {} iterations, steady-state figures over {}\n",
+      m["world_size"].get<int>(), m["mesh"]["tp"].get<int>(), m["mesh"]["dp"].get<int>(),
+      m["mesh"]["pp"].get<int>(), m["iterations"].get<int>(), m["steady_iterations"].get<int>());
+  return out + per_rank_rows(m["aggregate"]) + stage_bubble_line(m) + comm_table(m);
 }
 
 }  // namespace meshtrain
