@@ -178,11 +178,12 @@ double op_level_stash_bytes(const ModelConfig& m, const ParallelConfig& p) {
   return b;
 }
 
-MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
-                         PerfCache& cache, const PerfOptions& o) {
-  const StageLayout& L = cache.stage_layout(m, p, stage);
+namespace {
+
+// Parameters, gradients and optimizer state of a stage's rank, as the
+// framework keeps them.
+void model_state(const StageLayout& L, const ParallelConfig& p, const PerfOptions& o, MemoryBytes& b) {
   const StateBytes& st = L.state[p.zero_stage][p.bf16 ? 1 : 0];
-  MemoryBytes b;
   b.parameters = double(st.parameters);
   b.gradients = double(st.gradients);
   b.optimizer = double(st.optimizer);
@@ -199,9 +200,13 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
     b.parameters *= 2;        // fp32 shards instead of bf16
     b.optimizer *= 8.0 / 12;  // Adam m and v, no separate master copy
   }
+}
 
-  // Stash of one micro-batch through each chunk, as allocated (each tensor
-  // 64-byte aligned).
+// Activations of a stage's rank: the stash of the micro-batches in flight
+// (each tensor 64-byte aligned), the step's token ids and targets, and one
+// block's working set.
+double stage_activations(const ModelConfig& m, const ParallelConfig& p, const StageLayout& L, int stage,
+                         PerfCache& cache, const PerfOptions& o) {
   const double scores = score_matrix_bytes(m, p);
   const bool op_level = o.op_level_selective && p.recompute == Recompute::selective;
   const double plain = op_level ? op_level_stash_bytes(m, p)
@@ -233,10 +238,18 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   ParallelConfig wp = p;
   if (op_level) wp.recompute = Recompute::full;
   const double working = double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores;
-  b.activations = stash + batch + working;
+  return stash + batch + working;
+}
 
+}  // namespace
+
+MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
+                         PerfCache& cache, const PerfOptions& o) {
+  const StageLayout& L = cache.stage_layout(m, p, stage);
+  MemoryBytes b;
+  model_state(L, p, o, b);
+  b.activations = stage_activations(m, p, L, stage, cache, o);
   b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache, false, o.zero);
-
   b.workspace = sys.memory.reserved_bytes + sys.memory.fragmentation * (b.activations + b.comm_buffers);
   return b;
 }
