@@ -20,6 +20,21 @@
 
 namespace meshtrain {
 
+int sample_top_k(const float* logits, const SamplingOptions& o, int step, std::vector<std::pair<float, int>>& cand) {
+  const int vocab = static_cast<int>(cand.size());
+  for (int v = 0; v < vocab; ++v) cand[v] = {logits[v] / std::max(o.temperature, 1e-4f), v};
+  const int k = std::clamp(o.top_k, 1, vocab);
+  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), std::greater<>());
+  double z = 0;
+  for (int i = 0; i < k; ++i) z += std::exp(cand[i].first - cand[0].first);
+  double r = uniform01(o.seed, 77, static_cast<uint64_t>(step)) * z;
+  for (int i = 0; i < k; ++i) {
+    r -= std::exp(cand[i].first - cand[0].first);
+    if (r <= 0) return cand[i].second;
+  }
+  return cand[k - 1].second;
+}
+
 std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& weights, std::vector<int32_t> prompt,
                               const SamplingOptions& o) {
   check(!prompt.empty(), "generation needs a prompt of at least one token");
@@ -66,20 +81,7 @@ std::vector<int32_t> generate(const ModelConfig& m, const std::vector<float>& we
     norm_forward(m.rmsnorm, y.as<float>(), stats.as<float>(), stats.as<float>() + 1, last, W + lnf.offset,
                  m.rmsnorm ? nullptr : W + lnf.offset + h, 1, h, static_cast<float>(m.norm_epsilon));
     kernels::matmul_forward<float>(logits.as<float>(), y.as<float>(), W + out_w.offset, nullptr, 1, h, V);
-    for (int v = 0; v < m.vocab_size; ++v) cand[v] = {logits.as<float>()[v] / std::max(o.temperature, 1e-4f), v};
-    const int k = std::clamp(o.top_k, 1, m.vocab_size);
-    std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), std::greater<>());
-    double z = 0;
-    for (int i = 0; i < k; ++i) z += std::exp(cand[i].first - cand[0].first);
-    double r = uniform01(o.seed, 77, static_cast<uint64_t>(step)) * z;
-    int pick = cand[k - 1].second;
-    for (int i = 0; i < k; ++i) {
-      r -= std::exp(cand[i].first - cand[0].first);
-      if (r <= 0) {
-        pick = cand[i].second;
-        break;
-      }
-    }
+    const int pick = sample_top_k(logits.as<float>(), o, step, cand);
     prompt.push_back(pick);
   }
   return prompt;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/model/model_config.h"
@@ -17,6 +18,12 @@ struct SamplingOptions {
   int top_k = 40;
   uint64_t seed = 1;
 };
+
+// One token drawn from the top_k largest of logits / temperature, by the
+// uniform draw (seed, step): the token with the largest logit when top_k is
+// 1. cand: one entry per vocabulary token (its size is the vocabulary),
+// reused between calls.
+int sample_top_k(const float* logits, const SamplingOptions& o, int step, std::vector<std::pair<float, int>>& cand);
 
 // `weights`: fp32, laid out as Layout::build(m, serial config, 0, 0).
 // The context is the last seq_length tokens. Returns prompt + new tokens.
