@@ -27,17 +27,30 @@ std::string reason_of(const std::string& msg) {
   return r;
 }
 
-}  // namespace
+// The most layers a chunk runs (stage_layers.h); 0 when the split is invalid.
+int most_chunk_layers(const ModelConfig& m, const ParallelConfig& p) {
+  int layers = 0;
+  try {
+    for (int n : virtual_stage_layers(m.num_layers, p)) layers = std::max(layers, n);
+  } catch (const Error&) {
+  }
+  return layers;
+}
 
-Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs, const SearchSpace& space,
-          const perf::PerfOptions& o, perf::PerfCache* cache_or_null) {
-  m.validate();
-  check(num_gpus > 0, "num-gpus must be positive (got {})", num_gpus);
-  check(gbs > 0, "global-batch-size must be positive (got {})", gbs);
-  perf::PerfCache local;
-  perf::PerfCache& cache = cache_or_null ? *cache_or_null : local;
-  Plan r;
-  auto consider = [&](const ParallelConfig& p) {
+// One search: what each candidate is checked and costed against, and the
+// plan it fills.
+struct Search {
+  const ModelConfig& m;
+  const perf::SystemSpec& s;
+  int num_gpus;
+  const SearchSpace& space;
+  const perf::PerfOptions& o;
+  perf::PerfCache& cache;
+  Plan& r;
+
+  // Costs p if it is valid, the framework runs it and it fits; else counts
+  // why it was dropped.
+  void consider(const ParallelConfig& p) {
     ++r.candidates_evaluated;
     try {
       validate(m, p, num_gpus);
@@ -55,37 +68,53 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
       return;
     }
     r.ranked.push_back({p, perf::predict(m, p, s, num_gpus, o, &cache)});
-  };
-  for (const ParallelConfig& p : enumerate(m, space, num_gpus, gbs, s.devices_per_node)) {
-    consider(p);
-    // Partial recompute: fewer recomputed blocks are faster and need more
-    // memory, so only the smallest count that fits is worth costing.
-    // The most layers a chunk runs (stage_layers.h); 0 when the split is invalid.
-    int layers = 0;
+  }
+
+  bool fits(const ParallelConfig& q) const {
     try {
-      for (int n : virtual_stage_layers(m.num_layers, p)) layers = std::max(layers, n);
+      validate(m, q, num_gpus);
     } catch (const Error&) {
+      return false;
     }
-    if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) continue;
-    ParallelConfig q = p;
+    return perf::estimate_memory(m, q, s, cache, o).fits();
+  }
+
+  // Partial recompute of a fully recomputed p: fewer recomputed blocks are
+  // faster and need more memory, so only the smallest count that fits is
+  // worth costing. False if none below the chunk's layer count fits.
+  bool fewest_recomputed_blocks(const ParallelConfig& p, ParallelConfig& q) const {
+    const int layers = most_chunk_layers(m, p);
+    if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) return false;
+    q = p;
     q.recompute_method = RecomputeMethod::block;
-    auto fits = [&](int k) {
+    auto fits_with = [&](int k) {
       q.recompute_num_layers = k;
-      try {
-        validate(m, q, num_gpus);
-      } catch (const Error&) {
-        return false;
-      }
-      return perf::estimate_memory(m, q, s, cache, o).fits();
+      return fits(q);
     };
-    if (!fits(layers - 1)) continue;
+    if (!fits_with(layers - 1)) return false;
     int lo = 1, hi = layers - 1;  // smallest k in [lo, hi] that fits; hi fits
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (fits(mid)) hi = mid; else lo = mid + 1;
+      if (fits_with(mid)) hi = mid; else lo = mid + 1;
     }
     q.recompute_num_layers = hi;
-    consider(q);
+    return true;
+  }
+};
+
+}  // namespace
+
+Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs, const SearchSpace& space,
+          const perf::PerfOptions& o, perf::PerfCache* cache_or_null) {
+  m.validate();
+  check(num_gpus > 0, "num-gpus must be positive (got {})", num_gpus);
+  check(gbs > 0, "global-batch-size must be positive (got {})", gbs);
+  perf::PerfCache local;
+  Plan r;
+  Search search{m, s, num_gpus, space, o, cache_or_null ? *cache_or_null : local, r};
+  for (const ParallelConfig& p : enumerate(m, space, num_gpus, gbs, s.devices_per_node)) {
+    search.consider(p);
+    if (ParallelConfig q; search.fewest_recomputed_blocks(p, q)) search.consider(q);
   }
   r.candidates_fitting = int64_t(r.ranked.size());
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
