@@ -122,10 +122,11 @@ void plan_unpublished_split(RunRow& p) {
   }
 }
 
-void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
+// Columns tp, pp, vpp, zero_stage, cp and dp: published values fix the
+// search space's knob; a blank is planned and falls back to the default.
+void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
-  f.global_batch_size = p.global_batch;
   auto knob = [&](const char* col, std::vector<int>& dst, int& fb, int dflt, int lo) {
     if (auto x = count(t, r, col, lo)) {
       dst = {*x};
@@ -148,6 +149,12 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   if (auto dp = count(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
     check(int64_t(*dp) * f.tp * f.pp == p.num_gpus, "dp {} x tp {} x pp {} is not num_gpus {}", *dp, f.tp, f.pp,
           p.num_gpus);
+}
+
+// Column micro_batch, or grad_accum where the mesh is published.
+void read_micro_batch(const CsvTable& t, size_t r, RunRow& p) {
+  SearchSpace& s = p.space;
+  ParallelConfig& f = p.fallback;
   if (auto mb = count(t, r, "micro_batch")) {
     s.micro_batch_size = {*mb};
     f.micro_batch_size = *mb;
@@ -157,32 +164,47 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   } else {
     p.blanks.push_back("micro_batch");
   }
+}
+
+// Columns recompute and recompute_num_layers.
+void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
+  SearchSpace& s = p.space;
+  ParallelConfig& f = p.fallback;
   const std::string rc = ascii_lower(trim(t.field(r, "recompute")));
-  if (!rc.empty()) {
-    f.recompute = parse_recompute(rc);
-    s.recompute = {f.recompute};
-    s.partial_recompute = false;
-    if (auto k = count(t, r, "recompute_num_layers")) {
-      check(f.recompute == Recompute::full, "column recompute_num_layers needs recompute full");
-      f.recompute_method = RecomputeMethod::block;
-      f.recompute_num_layers = *k;
-    }
-  } else {
+  if (rc.empty()) {
     p.blanks.push_back("recompute");
     f.recompute = Recompute::full;
+    return;
   }
-  if (auto sp = yes_no(t, r, "seq_parallel")) {
-    s.sequence_parallel = {*sp};
-    f.sequence_parallel = *sp;
+  f.recompute = parse_recompute(rc);
+  s.recompute = {f.recompute};
+  s.partial_recompute = false;
+  if (auto k = count(t, r, "recompute_num_layers")) {
+    check(f.recompute == Recompute::full, "column recompute_num_layers needs recompute full");
+    f.recompute_method = RecomputeMethod::block;
+    f.recompute_num_layers = *k;
+  }
+}
+
+// A yes/no column: published, it fixes the knob; blank, it is planned.
+void read_switch(const CsvTable& t, size_t r, const char* col, std::vector<bool>& dst, bool& fb, RunRow& p) {
+  if (auto x = yes_no(t, r, col)) {
+    dst = {*x};
+    fb = *x;
   } else {
-    p.blanks.push_back("seq_parallel");
+    p.blanks.push_back(col);
   }
-  if (auto fa = yes_no(t, r, "flash_attn")) {
-    s.flash_attention = {*fa};
-    f.flash_attention = *fa;
-  } else {
-    p.blanks.push_back("flash_attn");
-  }
+}
+
+void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
+  SearchSpace& s = p.space;
+  ParallelConfig& f = p.fallback;
+  f.global_batch_size = p.global_batch;
+  read_mesh(t, r, p);
+  read_micro_batch(t, r, p);
+  read_recompute(t, r, p);
+  read_switch(t, r, "seq_parallel", s.sequence_parallel, f.sequence_parallel, p);
+  read_switch(t, r, "flash_attn", s.flash_attention, f.flash_attention, p);
   read_stage_split(t, r, p);
   const std::string prec = ascii_lower(trim(t.field(r, "precision")));
   s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
