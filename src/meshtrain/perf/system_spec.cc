@@ -158,6 +158,78 @@ const LinkClass* link_between(const SystemSpec& s, int a, int b) {
   return s.links.empty() ? nullptr : &s.links.back();
 }
 
+namespace {
+
+// A microsecond field as seconds (0 if absent).
+double seconds_of_us(const nlohmann::json& j, const char* key) {
+  double us = 0;
+  get(j, key, us);
+  return us * 1e-6;
+}
+
+void read_compute(const nlohmann::json& c, ComputeSpec& s) {
+  get(c, "peak_tflops_bf16", s.peak_tflops_bf16);
+  get(c, "peak_tflops_fp32", s.peak_tflops_fp32);
+  get(c, "matmul_efficiency_bf16", s.matmul_efficiency_bf16);
+  get(c, "matmul_efficiency_fp32", s.matmul_efficiency_fp32);
+  get(c, "flash_attention_efficiency", s.flash_attention_efficiency);
+  get(c, "attention_matmul_efficiency", s.attention_matmul_efficiency);
+  s.kernel_overhead_s = seconds_of_us(c, "kernel_overhead_us");
+  s.action_overhead_s = seconds_of_us(c, "action_overhead_us");
+  get(c, "gemm_units", s.gemm_units);
+  get(c, "gemm_tile", s.gemm_tile);
+}
+
+void read_memory(const nlohmann::json& m, MemorySpec& s) {
+  double gib = 0;
+  get(m, "hbm_gib", gib);
+  if (gib > 0) s.hbm_bytes = gib * 1073741824.0;
+  double gb = 0;
+  get(m, "hbm_gb", gb);
+  if (gb > 0) s.hbm_bytes = gb * 1e9;
+  get(m, "bandwidth_gbs", s.bandwidth_gbs);
+  get(m, "elementwise_efficiency", s.elementwise_efficiency);
+  double reserved_gib = 0;
+  get(m, "reserved_gib", reserved_gib);
+  s.reserved_bytes = reserved_gib * 1073741824.0;
+  get(m, "fragmentation", s.fragmentation);
+}
+
+LinkClass read_link(const nlohmann::json& l, const std::string& system) {
+  LinkClass c;
+  get(l, "name", c.name);
+  get(l, "span", c.span);
+  get(l, "bandwidth_gbs", c.bandwidth_gbs);
+  c.latency_s = seconds_of_us(l, "latency_us");
+  get(l, "efficiency", c.efficiency);
+  if (l.contains("op_efficiency"))
+    for (auto it = l.at("op_efficiency").begin(); it != l.at("op_efficiency").end(); ++it) {
+      const auto* name = std::find(std::begin(kLinkOpNames), std::end(kLinkOpNames), it.key());
+      check(name != std::end(kLinkOpNames), "system {}: link {}: unknown operation '{}' in op_efficiency", system,
+            c.name, it.key());
+      c.op_efficiency[name - std::begin(kLinkOpNames)] = it.value().get<Curve>();
+    }
+  return c;
+}
+
+void read_network(const nlohmann::json& n, NetworkSpec& s) {
+  get(n, "nics_per_node", s.nics_per_node);
+  get(n, "nic_bandwidth_gbs", s.nic_bandwidth_gbs);
+  s.latency_s = seconds_of_us(n, "latency_us");
+  get(n, "efficiency", s.efficiency);
+}
+
+ProfileEfficiency read_profile_efficiency(const nlohmann::json& v) {
+  ProfileEfficiency e;
+  if (v.contains("matmul_efficiency_bf16")) e.matmul_efficiency_bf16 = v.at("matmul_efficiency_bf16").get<Curve>();
+  if (v.contains("flash_attention_efficiency"))
+    e.flash_attention_efficiency = v.at("flash_attention_efficiency").get<double>();
+  get(v, "cv_abs_error", e.prediction_error);
+  return e;
+}
+
+}  // namespace
+
 void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "name", s.name);
   get(j, "description", s.description);
@@ -165,77 +237,14 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   get(j, "cores_per_node", s.cores_per_node);
   get(j, "cv_abs_error", s.prediction_error);
   get(j, "efficiency_group", s.efficiency_group);
-  if (j.contains("compute")) {
-    const auto& c = j.at("compute");
-    get(c, "peak_tflops_bf16", s.compute.peak_tflops_bf16);
-    get(c, "peak_tflops_fp32", s.compute.peak_tflops_fp32);
-    get(c, "matmul_efficiency_bf16", s.compute.matmul_efficiency_bf16);
-    get(c, "matmul_efficiency_fp32", s.compute.matmul_efficiency_fp32);
-    get(c, "flash_attention_efficiency", s.compute.flash_attention_efficiency);
-    get(c, "attention_matmul_efficiency", s.compute.attention_matmul_efficiency);
-    double us = 0;
-    get(c, "kernel_overhead_us", us);
-    s.compute.kernel_overhead_s = us * 1e-6;
-    us = 0;
-    get(c, "action_overhead_us", us);
-    s.compute.action_overhead_s = us * 1e-6;
-    get(c, "gemm_units", s.compute.gemm_units);
-    get(c, "gemm_tile", s.compute.gemm_tile);
-  }
-  if (j.contains("memory")) {
-    const auto& m = j.at("memory");
-    double gib = 0;
-    get(m, "hbm_gib", gib);
-    if (gib > 0) s.memory.hbm_bytes = gib * 1073741824.0;
-    double gb = 0;
-    get(m, "hbm_gb", gb);
-    if (gb > 0) s.memory.hbm_bytes = gb * 1e9;
-    get(m, "bandwidth_gbs", s.memory.bandwidth_gbs);
-    get(m, "elementwise_efficiency", s.memory.elementwise_efficiency);
-    double reserved_gib = 0;
-    get(m, "reserved_gib", reserved_gib);
-    s.memory.reserved_bytes = reserved_gib * 1073741824.0;
-    get(m, "fragmentation", s.memory.fragmentation);
-  }
-  if (j.contains("links")) {
-    for (const auto& l : j.at("links")) {
-      LinkClass c;
-      get(l, "name", c.name);
-      get(l, "span", c.span);
-      get(l, "bandwidth_gbs", c.bandwidth_gbs);
-      double us = 0;
-      get(l, "latency_us", us);
-      c.latency_s = us * 1e-6;
-      get(l, "efficiency", c.efficiency);
-      if (l.contains("op_efficiency"))
-        for (auto it = l.at("op_efficiency").begin(); it != l.at("op_efficiency").end(); ++it) {
-          const auto* name = std::find(std::begin(kLinkOpNames), std::end(kLinkOpNames), it.key());
-          check(name != std::end(kLinkOpNames), "system {}: link {}: unknown operation '{}' in op_efficiency",
-                s.name, c.name, it.key());
-          c.op_efficiency[name - std::begin(kLinkOpNames)] = it.value().get<Curve>();
-        }
-      s.links.push_back(std::move(c));
-    }
-  }
-  if (j.contains("network")) {
-    const auto& n = j.at("network");
-    get(n, "nics_per_node", s.network.nics_per_node);
-    get(n, "nic_bandwidth_gbs", s.network.nic_bandwidth_gbs);
-    double us = 0;
-    get(n, "latency_us", us);
-    s.network.latency_s = us * 1e-6;
-    get(n, "efficiency", s.network.efficiency);
-  }
+  if (j.contains("compute")) read_compute(j.at("compute"), s.compute);
+  if (j.contains("memory")) read_memory(j.at("memory"), s.memory);
+  if (j.contains("links"))
+    for (const auto& l : j.at("links")) s.links.push_back(read_link(l, s.name));
+  if (j.contains("network")) read_network(j.at("network"), s.network);
   if (j.contains("profile_efficiency"))
-    for (auto it = j.at("profile_efficiency").begin(); it != j.at("profile_efficiency").end(); ++it) {
-      ProfileEfficiency e;
-      const auto& v = it.value();
-      if (v.contains("matmul_efficiency_bf16")) e.matmul_efficiency_bf16 = v.at("matmul_efficiency_bf16").get<Curve>();
-      if (v.contains("flash_attention_efficiency"))
-        e.flash_attention_efficiency = v.at("flash_attention_efficiency").get<double>();
-      get(v, "cv_abs_error", e.prediction_error);
-      s.profile_efficiency[it.key()] = std::move(e);
-    }
+    for (auto it = j.at("profile_efficiency").begin(); it != j.at("profile_efficiency").end(); ++it)
+      s.profile_efficiency[it.key()] = read_profile_efficiency(it.value());
   if (j.contains("sources"))
     for (auto it = j.at("sources").begin(); it != j.at("sources").end(); ++it)
       s.sources[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
