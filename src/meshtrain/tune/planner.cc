@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -81,24 +82,24 @@ struct Search {
 
   // Partial recompute of a fully recomputed p: fewer recomputed blocks are
   // faster and need more memory, so only the smallest count that fits is
-  // worth costing. False if none below the chunk's layer count fits.
-  bool fewest_recomputed_blocks(const ParallelConfig& p, ParallelConfig& q) const {
+  // worth costing. None if no count below the chunk's layers fits.
+  std::optional<ParallelConfig> fewest_recomputed_blocks(const ParallelConfig& p) const {
     const int layers = most_chunk_layers(m, p);
-    if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) return false;
-    q = p;
+    if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) return std::nullopt;
+    ParallelConfig q = p;
     q.recompute_method = RecomputeMethod::block;
     auto fits_with = [&](int k) {
       q.recompute_num_layers = k;
       return fits(q);
     };
-    if (!fits_with(layers - 1)) return false;
+    if (!fits_with(layers - 1)) return std::nullopt;
     int lo = 1, hi = layers - 1;  // smallest k in [lo, hi] that fits; hi fits
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
       if (fits_with(mid)) hi = mid; else lo = mid + 1;
     }
     q.recompute_num_layers = hi;
-    return true;
+    return q;
   }
 };
 
@@ -114,7 +115,7 @@ Plan plan(const ModelConfig& m, const perf::SystemSpec& s, int num_gpus, int gbs
   Search search{m, s, num_gpus, space, o, cache_or_null ? *cache_or_null : local, r};
   for (const ParallelConfig& p : enumerate(m, space, num_gpus, gbs, s.devices_per_node)) {
     search.consider(p);
-    if (ParallelConfig q; search.fewest_recomputed_blocks(p, q)) search.consider(q);
+    if (const auto q = search.fewest_recomputed_blocks(p)) search.consider(*q);
   }
   r.candidates_fitting = int64_t(r.ranked.size());
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
