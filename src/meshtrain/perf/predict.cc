@@ -73,40 +73,45 @@ double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vp
   return std::max(t.finish_s, free);
 }
 
-// One stage's step: its pipeline, reduction, tied-embedding sync, optimizer
-// and ZeRO-1/2 parameter gather, and where its time went.
-struct StageStep {
-  double end_s = 0;
-  TimeBreakdown time;
+// When stage st's step ends: its pipeline, then its gradient reduction,
+// tied-embedding sync, optimizer and ZeRO-1/2 parameter gather.
+struct StageEnd {
+  double reduce_end_s = 0, sync_s = 0, gather_s = 0, end_s = 0;
 };
 
-StageStep stage_step(const StepCosts& sc, const StageTimeline& t, int st, const ParallelConfig& p,
-                     const PerfOptions& o) {
-  const double reduce_end = reduction_end(sc, t, st, p.vpp, o);
-  const double sync = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
-  const double gather = o.overlap_param_gather ? 0.0 : sc.param_gather_s[st];
-  StageStep r;
-  r.end_s = reduce_end + sync + sc.optimizer_s[st] + gather;
+StageEnd stage_end(const StepCosts& sc, const StageTimeline& t, int st, const ParallelConfig& p,
+                   const PerfOptions& o) {
+  StageEnd e;
+  e.reduce_end_s = reduction_end(sc, t, st, p.vpp, o);
+  e.sync_s = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
+  e.gather_s = o.overlap_param_gather ? 0.0 : sc.param_gather_s[st];
+  e.end_s = e.reduce_end_s + e.sync_s + sc.optimizer_s[st] + e.gather_s;
+  return e;
+}
+
+// Where stage st's step went.
+TimeBreakdown stage_breakdown(const StepCosts& sc, const StageTimeline& t, int st, const ParallelConfig& p,
+                              const StageEnd& e) {
   const int mb = p.num_micro_batches();
-  TimeBreakdown& b = r.time;
+  TimeBreakdown b;
   for (int c = 0; c < p.vpp; ++c) {
     const ChunkCost& cc = sc.chunk(st, c);
     b.compute += mb * (cc.forward_compute_s + cc.backward_compute_s);
     b.tp_comm += mb * (cc.forward_tp_s + cc.backward_tp_s);
     b.dp_comm += mb * (cc.forward_dp_s + cc.backward_dp_s);
   }
-  b.dp_comm += (reduce_end - t.finish_s) + gather;
-  b.pp_comm = t.transfer_wait_s + sync;
+  b.dp_comm += (e.reduce_end_s - t.finish_s) + e.gather_s;
+  b.pp_comm = t.transfer_wait_s + e.sync_s;
   b.bubble = t.bubble_s;
   b.optimizer = sc.optimizer_s[st];
-  return r;
+  return b;
 }
 
 // Throughput and FLOP rates from the step time.
 void set_rates(Prediction& r, const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, int num_gpus) {
   r.tokens_per_step = double(p.global_batch_size) * m.seq_length;
   r.tokens_per_s = r.tokens_per_step / r.step_time_s;
-  const StepFlops flops = step_flops(m, p, double(p.global_batch_size) * m.seq_length);
+  const StepFlops flops = step_flops(m, p, r.tokens_per_step);
   r.model_tflops_per_gpu = flops.model / r.step_time_s / num_gpus / 1e12;
   r.hardware_tflops_per_gpu = flops.hardware / r.step_time_s / num_gpus / 1e12;
   const double peak = s.peak_flops(p.bf16) / 1e12;
@@ -157,11 +162,11 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
   double step_end = -1;
   for (int st = 0; st < p.pp; ++st) {
     const StageTimeline& t = tl.stages[st];
-    const StageStep ss = stage_step(sc, t, st, p, o);
-    if (ss.end_s <= step_end) continue;
-    step_end = ss.end_s;
+    const StageEnd e = stage_end(sc, t, st, p, o);
+    if (e.end_s <= step_end) continue;
+    step_end = e.end_s;
     r.critical_stage = st;
-    r.time = ss.time;
+    r.time = stage_breakdown(sc, t, st, p, e);
     r.bubble_fraction = t.finish_s > 0 ? t.bubble_s / t.finish_s : 0;
   }
   r.step_time_s = step_end;

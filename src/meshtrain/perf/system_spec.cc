@@ -160,12 +160,13 @@ const LinkClass* link_between(const SystemSpec& s, int a, int b) {
 
 namespace {
 
-// A microsecond field as seconds (0 if absent).
-double seconds_of_us(const nlohmann::json& j, const char* key) {
-  double us = 0;
-  get(j, key, us);
-  return us * 1e-6;
+// A field written in `unit`s, in base units (seconds, bytes); 0 if absent.
+double scaled(const nlohmann::json& j, const char* key, double unit) {
+  double x = 0;
+  get(j, key, x);
+  return x * unit;
 }
+constexpr double kMicrosecond = 1e-6, kGiB = 1073741824.0, kGB = 1e9;
 
 void read_compute(const nlohmann::json& c, ComputeSpec& s) {
   get(c, "peak_tflops_bf16", s.peak_tflops_bf16);
@@ -174,24 +175,18 @@ void read_compute(const nlohmann::json& c, ComputeSpec& s) {
   get(c, "matmul_efficiency_fp32", s.matmul_efficiency_fp32);
   get(c, "flash_attention_efficiency", s.flash_attention_efficiency);
   get(c, "attention_matmul_efficiency", s.attention_matmul_efficiency);
-  s.kernel_overhead_s = seconds_of_us(c, "kernel_overhead_us");
-  s.action_overhead_s = seconds_of_us(c, "action_overhead_us");
+  s.kernel_overhead_s = scaled(c, "kernel_overhead_us", kMicrosecond);
+  s.action_overhead_s = scaled(c, "action_overhead_us", kMicrosecond);
   get(c, "gemm_units", s.gemm_units);
   get(c, "gemm_tile", s.gemm_tile);
 }
 
 void read_memory(const nlohmann::json& m, MemorySpec& s) {
-  double gib = 0;
-  get(m, "hbm_gib", gib);
-  if (gib > 0) s.hbm_bytes = gib * 1073741824.0;
-  double gb = 0;
-  get(m, "hbm_gb", gb);
-  if (gb > 0) s.hbm_bytes = gb * 1e9;
+  if (const double b = scaled(m, "hbm_gib", kGiB); b > 0) s.hbm_bytes = b;
+  if (const double b = scaled(m, "hbm_gb", kGB); b > 0) s.hbm_bytes = b;
   get(m, "bandwidth_gbs", s.bandwidth_gbs);
   get(m, "elementwise_efficiency", s.elementwise_efficiency);
-  double reserved_gib = 0;
-  get(m, "reserved_gib", reserved_gib);
-  s.reserved_bytes = reserved_gib * 1073741824.0;
+  s.reserved_bytes = scaled(m, "reserved_gib", kGiB);
   get(m, "fragmentation", s.fragmentation);
 }
 
@@ -200,7 +195,7 @@ LinkClass read_link(const nlohmann::json& l, const std::string& system) {
   get(l, "name", c.name);
   get(l, "span", c.span);
   get(l, "bandwidth_gbs", c.bandwidth_gbs);
-  c.latency_s = seconds_of_us(l, "latency_us");
+  c.latency_s = scaled(l, "latency_us", kMicrosecond);
   get(l, "efficiency", c.efficiency);
   if (l.contains("op_efficiency"))
     for (auto it = l.at("op_efficiency").begin(); it != l.at("op_efficiency").end(); ++it) {
@@ -215,7 +210,7 @@ LinkClass read_link(const nlohmann::json& l, const std::string& system) {
 void read_network(const nlohmann::json& n, NetworkSpec& s) {
   get(n, "nics_per_node", s.nics_per_node);
   get(n, "nic_bandwidth_gbs", s.nic_bandwidth_gbs);
-  s.latency_s = seconds_of_us(n, "latency_us");
+  s.latency_s = scaled(n, "latency_us", kMicrosecond);
   get(n, "efficiency", s.efficiency);
 }
 
@@ -279,10 +274,10 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"gemm_units", s.compute.gemm_units},
         {"gemm_tile", s.compute.gemm_tile}}},
       {"memory",
-       {{"hbm_gib", s.memory.hbm_bytes / 1073741824.0},
+       {{"hbm_gib", s.memory.hbm_bytes / kGiB},
         {"bandwidth_gbs", s.memory.bandwidth_gbs},
         {"elementwise_efficiency", s.memory.elementwise_efficiency},
-        {"reserved_gib", s.memory.reserved_bytes / 1073741824.0},
+        {"reserved_gib", s.memory.reserved_bytes / kGiB},
         {"fragmentation", s.memory.fragmentation}}},
       {"links", links},
       {"network",

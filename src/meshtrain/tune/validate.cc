@@ -122,24 +122,28 @@ void plan_unpublished_split(RunRow& p) {
   }
 }
 
-// Columns tp, pp, vpp, zero_stage, cp and dp: published values fix the
-// search space's knob; a blank is planned and falls back to the default.
+// A column's published value fixes the search space's knob (dst) and the
+// fallback (fb); a blank leaves the knob open, is recorded, and the fallback
+// becomes `blank`.
+template <typename T>
+void read_knob(std::optional<T> x, const char* col, std::vector<T>& dst, T& fb, T blank, RunRow& p) {
+  if (x) {
+    dst = {*x};
+    fb = *x;
+  } else {
+    p.blanks.push_back(col);
+    fb = blank;
+  }
+}
+
+// Columns tp, pp, vpp, zero_stage, cp and dp.
 void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
-  auto knob = [&](const char* col, std::vector<int>& dst, int& fb, int dflt, int lo) {
-    if (auto x = count(t, r, col, lo)) {
-      dst = {*x};
-      fb = *x;
-    } else {
-      p.blanks.push_back(col);
-      fb = dflt;
-    }
-  };
-  knob("tp", s.tp, f.tp, 1, 1);
-  knob("pp", s.pp, f.pp, 1, 1);
-  knob("vpp", s.vpp, f.vpp, 1, 1);
-  knob("zero_stage", s.zero_stage, f.zero_stage, 1, 0);
+  read_knob(count(t, r, "tp"), "tp", s.tp, f.tp, 1, p);
+  read_knob(count(t, r, "pp"), "pp", s.pp, f.pp, 1, p);
+  read_knob(count(t, r, "vpp"), "vpp", s.vpp, f.vpp, 1, p);
+  read_knob(count(t, r, "zero_stage", 0), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || s.tp.empty() || s.pp.empty(), "tp {} x pp {} does not divide num_gpus {}",
         f.tp, f.pp, p.num_gpus);
@@ -186,16 +190,6 @@ void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
   }
 }
 
-// A yes/no column: published, it fixes the knob; blank, it is planned.
-void read_switch(const CsvTable& t, size_t r, const char* col, std::vector<bool>& dst, bool& fb, RunRow& p) {
-  if (auto x = yes_no(t, r, col)) {
-    dst = {*x};
-    fb = *x;
-  } else {
-    p.blanks.push_back(col);
-  }
-}
-
 void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -203,8 +197,9 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   read_mesh(t, r, p);
   read_micro_batch(t, r, p);
   read_recompute(t, r, p);
-  read_switch(t, r, "seq_parallel", s.sequence_parallel, f.sequence_parallel, p);
-  read_switch(t, r, "flash_attn", s.flash_attention, f.flash_attention, p);
+  read_knob(yes_no(t, r, "seq_parallel"), "seq_parallel", s.sequence_parallel, f.sequence_parallel,
+            f.sequence_parallel, p);
+  read_knob(yes_no(t, r, "flash_attn"), "flash_attn", s.flash_attention, f.flash_attention, f.flash_attention, p);
   read_stage_split(t, r, p);
   const std::string prec = ascii_lower(trim(t.field(r, "precision")));
   s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
