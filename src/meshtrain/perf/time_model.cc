@@ -51,6 +51,23 @@ struct Pricer {
     if (s.compute.gemm_units <= 0) return 2 * gemm(rows, inner, cols);
     return gemm(rows, cols, inner) + gemm(inner, rows, cols);
   }
+  // A GEMM outside the blocks (the output layer): the block curve's shape
+  // over the smallest dimension, scaled to the device's bare-GEMM ceiling.
+  // The fitted curve stands for a block's GEMMs and whatever else of the
+  // block the model does not list; this one has nothing else.
+  double bare_gemm(double rows, double inner, double cols) const {
+    const double ceiling = p.bf16 ? s.compute.matmul_ceiling_bf16 : 0.0;
+    if (ceiling <= 0) return gemm(rows, inner, cols);
+    const Curve& c = s.matmul_efficiency(p.bf16);
+    const double top = c.points().empty() ? 1.0 : c.points().back().second;
+    const double d = std::min({rows, inner, cols});
+    const double eff = std::max(c(d), ceiling * c(d) / top) * s.gemm_wave_utilization(rows, cols);
+    return 2 * rows * inner * cols / (peak() * eff) + s.compute.kernel_overhead_s;
+  }
+  double bare_gemm_backward(double rows, double inner, double cols) const {
+    if (s.compute.gemm_units <= 0) return 2 * bare_gemm(rows, inner, cols);
+    return bare_gemm(rows, cols, inner) + bare_gemm(inner, rows, cols);
+  }
   double memory(double bytes) const {
     return bytes / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) + s.compute.kernel_overhead_s;
   }
@@ -219,7 +236,7 @@ struct Pricer {
   Block head() const {
     Block b{};
     const double v = double(m.padded_vocab()) / t;
-    const double logits = gemm(n, h, v), logits_backward = gemm_backward(n, h, v);
+    const double logits = bare_gemm(n, h, v), logits_backward = bare_gemm_backward(n, h, v);
     // Cross-entropy in fp32 over this rank's vocabulary slice: convert,
     // max, exp-sum, normalize forward (4e + 16 bytes per logit), softmax
     // minus one-hot and convert back backward (2e + 8).
@@ -373,13 +390,20 @@ class StepPricer {
     return bytes;
   }
 
+  // Bytes per gradient element the step-end reductions move: fp32 (Megatron's
+  // main_grad, DeepSpeed's BF16_Optimizer), else the 16-bit gradients a
+  // DeepSpeed engine holds.
+  double reduced_gradient_bytes() const {
+    return o_.model_dtype_gradients && !fp32_gradient_allreduce(o_, p_) ? pbytes_ : 4;
+  }
+
   // Step-end reduction of chunk c (ZeRO-0/1): fp32 gradients (Megatron's
   // main_grad), or the 16-bit gradients a DeepSpeed engine holds and
   // reduces as they are; DeepSpeed's BF16_Optimizer all-reduces fp32 ones
   // even under ZeRO-1. Returns the bytes per step.
   double step_end_reduction(double numel, double& time_s) const {
     const bool fp32_allreduce = fp32_gradient_allreduce(o_, p_);
-    const double step_gbytes = o_.model_dtype_gradients && !fp32_allreduce ? pbytes_ : 4;
+    const double step_gbytes = reduced_gradient_bytes();
     if (p_.zero_stage == 0 || fp32_allreduce) {
       time_s = dp_time(Collective::all_reduce, numel * step_gbytes);
       return dp_sent(Collective::all_reduce, numel * step_gbytes);
@@ -419,10 +443,11 @@ class StepPricer {
     r.pp_bytes[st] = double(mb) * sends * boundary_;
   }
 
-  // Tied embedding gradients, summed between the first and last stage.
+  // Tied embedding gradients, summed between the first and last stage in
+  // the dtype the step-end reduction moves.
   void embedding_sync(StepCosts& r) const {
     if (p_.pp == 1 || !m_.tied_embeddings) return;
-    const double bytes = double(m_.padded_vocab()) / p_.tp * m_.hidden_size * 4;
+    const double bytes = double(m_.padded_vocab()) / p_.tp * m_.hidden_size * reduced_gradient_bytes();
     r.embedding_sync_s = collective_time(s_, Collective::all_reduce, bytes, 2, p_.tp * p_.dp * (p_.pp - 1));
     const double sent = collective_bytes_sent(Collective::all_reduce, bytes, 2);
     r.pp_bytes[0] += sent;

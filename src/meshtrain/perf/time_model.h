@@ -7,7 +7,11 @@
 // waves the share of useful tile slots of its output
 // (SystemSpec::gemm_wave_utilization; 1 where not modelled). Its backward
 // pair prices the data gradient (output M x K) and the weight gradient
-// (output K x N) the same way: twice the forward without waves. Memory-
+// (output K x N) the same way: twice the forward without waves. The output
+// layer's GEMMs, which stand alone, take the curve's shape scaled to the
+// device's measured bare-GEMM ceiling (ComputeSpec::matmul_ceiling_bf16)
+// where the system gives one: the fitted curve stands for a block's GEMMs
+// and the block work this model does not list. Memory-
 // bound kernels (LayerNorm or RMSNorm, GELU or SwiGLU, rope, dropout+
 // residual, softmax, cross-entropy in fp32, embedding lookup) cost bytes read
 // and written / (HBM bandwidth x elementwise efficiency), each norm, activation
