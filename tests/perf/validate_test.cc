@@ -210,5 +210,21 @@ TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   EXPECT_FALSE(runs.rows[2].model.gated_mlp);
 }
 
+// recompute_num_layers published: full recompute of that many blocks of
+// each chunk (Megatron's block method, torchtitan's every-other-layer
+// checkpointing), predicted as published and faster than every block.
+TEST(Validate, PublishedRecomputeLayerCountIsPredictedAsPublished) {
+  const Validation v = validate_runs(table_of(
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,recompute_num_layers,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision\n"
+      "half,s,dgx-a100-80gb,32,4096,32,4096,32000,8,1,1,3,8,1,full,16,no,yes,3000,bf16\n"
+      "all,s,dgx-a100-80gb,32,4096,32,4096,32000,8,1,1,3,8,1,full,,no,yes,3000,bf16\n"));
+  ASSERT_EQ(v.rows.size(), 2u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[0].config.recompute_method, RecomputeMethod::block);
+  EXPECT_EQ(v.rows[0].config.recompute_num_layers, 16);
+  EXPECT_EQ(v.rows[1].config.recompute_method, RecomputeMethod::uniform);
+  EXPECT_GT(v.rows[0].prediction.tokens_per_s, 1.05 * v.rows[1].prediction.tokens_per_s);
+}
+
 }  // namespace
 }  // namespace meshtrain::tune

@@ -53,16 +53,18 @@ PipelineCosts pipeline_costs(const StepCosts& sc, const ParallelConfig& p, const
 
 // When stage st's step-end gradient reduction is done: chunk by chunk as
 // their gradients complete, after the pipeline unless it overlaps the
-// backward.
+// backward; the part hidden behind the backward costs that compute the
+// collective's SM share of it (time_model.h).
 double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vpp, const PerfOptions& o) {
   std::vector<int> order(vpp);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](int a, int b) { return t.last_backward_end_s[a] < t.last_backward_end_s[b]; });
-  double free = o.overlap_grad_reduce ? 0.0 : t.finish_s;
+  double free = o.overlap_grad_reduce ? 0.0 : t.finish_s, total = 0;
   for (int c : order) {
     const double d = sc.grad_reduce_s[st][c];
     if (d <= 0) continue;
+    total += d;
     if (o.overlap_grad_reduce) {
       const double start = std::max(free, t.last_backward_start_s[c]);
       free = std::max(start + d, t.last_backward_end_s[c] + d * sc.grad_bucket_fraction[st]);
@@ -70,7 +72,10 @@ double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vp
       free += d;
     }
   }
-  return std::max(t.finish_s, free);
+  const double end = std::max(t.finish_s, free);
+  if (!o.overlap_grad_reduce) return end;
+  const double hidden = std::max(0.0, total - (end - t.finish_s));
+  return end + sc.collective_sm_share * hidden;
 }
 
 // When stage st's step ends: its pipeline, then its gradient reduction,
@@ -84,7 +89,9 @@ StageEnd stage_end(const StepCosts& sc, const StageTimeline& t, int st, const Pa
   StageEnd e;
   e.reduce_end_s = reduction_end(sc, t, st, p.vpp, o);
   e.sync_s = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
-  e.gather_s = o.overlap_param_gather ? 0.0 : sc.param_gather_s[st];
+  // Overlapped, the gather hides behind the next step's forward and costs
+  // it the collective's SM share.
+  e.gather_s = (o.overlap_param_gather ? sc.collective_sm_share : 1.0) * sc.param_gather_s[st];
   e.end_s = e.reduce_end_s + e.sync_s + sc.optimizer_s[st] + e.gather_s;
   return e;
 }

@@ -101,6 +101,8 @@ void SystemSpec::validate() const {
     check_efficiency(Curve(compute.attention_matmul_efficiency), name, "attention matmul");
   if (compute.matmul_ceiling_bf16 != 0)
     check_efficiency(Curve(compute.matmul_ceiling_bf16), name, "bf16 matmul ceiling");
+  check(finite_nonneg(compute.collective_sm_share) && compute.collective_sm_share < 1,
+        "system {}: collective_sm_share must be at least 0 and below 1", name);
   check(finite_nonneg(compute.kernel_overhead_s) && finite_nonneg(compute.action_overhead_s),
         "system {}: kernel and action overheads must be finite and not negative", name);
   check(compute.gemm_units >= 0 && compute.gemm_tile[0] >= 1 && compute.gemm_tile[1] >= 1,
@@ -178,6 +180,7 @@ void read_compute(const nlohmann::json& c, ComputeSpec& s) {
   get(c, "flash_attention_efficiency", s.flash_attention_efficiency);
   get(c, "attention_matmul_efficiency", s.attention_matmul_efficiency);
   get(c, "matmul_ceiling_bf16", s.matmul_ceiling_bf16);
+  get(c, "collective_sm_share", s.collective_sm_share);
   s.kernel_overhead_s = scaled(c, "kernel_overhead_us", kMicrosecond);
   s.action_overhead_s = scaled(c, "action_overhead_us", kMicrosecond);
   get(c, "gemm_units", s.gemm_units);
@@ -273,6 +276,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"flash_attention_efficiency", s.compute.flash_attention_efficiency},
         {"attention_matmul_efficiency", s.compute.attention_matmul_efficiency},
         {"matmul_ceiling_bf16", s.compute.matmul_ceiling_bf16},
+        {"collective_sm_share", s.compute.collective_sm_share},
         {"kernel_overhead_us", s.compute.kernel_overhead_s * 1e6},
         {"action_overhead_us", s.compute.action_overhead_s * 1e6},
         {"gemm_units", s.compute.gemm_units},

@@ -71,6 +71,10 @@ struct ComputeSpec {
   // maximum-achievable-matmul figure), for GEMMs that stand alone rather than
   // inside a transformer block (the output layer); 0: the matmul curve.
   double matmul_ceiling_bf16 = 0.0;
+  // Share of the device's SMs (CUs) a collective running beside compute
+  // holds: its CTAs, one per channel. Compute that a collective hides
+  // behind loses this share for the overlapped time; 0: not modelled.
+  double collective_sm_share = 0.0;
   double kernel_overhead_s = 0;    // launch and synchronization cost per kernel
   double action_overhead_s = 0;    // host-side cost per forward or backward of one chunk
   // Wave quantization: a GEMM's output is cut into tiles that run `gemm_units`

@@ -270,9 +270,15 @@ ChunkCost add(ChunkCost a, const ChunkCost& b, double times = 1) {
   return a;
 }
 
-// Communication that overlaps `compute` except one of `pieces` pieces.
-double overlapped(double comm, double compute, int pieces) {
-  return std::max(comm - compute, 0.0) + comm / std::max(pieces, 1);
+// Communication that overlaps `compute` except one of `pieces` pieces, plus
+// what it costs the compute it hides behind: a collective's kernels hold a
+// share of the device's SMs (one CTA per channel) while they run, so that
+// share of the overlapped time is lost to compute (`sm_share`, 0 where not
+// modelled).
+double overlapped(double comm, double compute, int pieces, double sm_share) {
+  const double first = comm / std::max(pieces, 1);
+  const double hidden = std::max(0.0, std::min(comm, compute) - first);
+  return std::max(comm - compute, 0.0) + first + sm_share * hidden;
 }
 
 // Prices one step stage by stage: the blocks of each chunk, its ZeRO
@@ -290,6 +296,7 @@ class StepPricer {
     r.pp = p_.pp;
     r.vpp = p_.vpp;
     r.num_micro_batches = p_.num_micro_batches();
+    r.collective_sm_share = s_.compute.collective_sm_share;
     r.chunks.resize(size_t(p_.pp) * p_.vpp);
     r.grad_reduce_s.assign(p_.pp, std::vector<double>(p_.vpp, 0.0));
     r.grad_bucket_fraction.assign(p_.pp, 1.0);
@@ -374,19 +381,26 @@ class StepPricer {
     const double numel = double(L.chunk_numel[c]);
     const int units = L.chunk_units[c];
     double bytes = 0;
+    // The backward's collectives share the network and hide behind the same
+    // compute: the gathers of the next units and, overlapped, the
+    // reduce-scatters of the last ones.
+    const double share = s_.compute.collective_sm_share;
+    double backward_hidden = 0, backward_exposed = 0;
     if (p_.zero_stage >= 2) {
       const double gbytes = o_.zero.reduce_in_model_dtype ? pbytes_ : 4;
       const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o_.zero.reduce_bucket_elements, 1);
-      cc.backward_dp_s += o_.overlap_grad_reduce ? overlapped(rs, cc.backward_compute_s, units) : rs;
+      (o_.overlap_grad_reduce ? backward_hidden : backward_exposed) += rs;
       bytes += mb * dp_sent(Collective::reduce_scatter, numel * gbytes);
     }
     if (p_.zero_stage >= 3) {
       const double ag = sharded_calls(Collective::all_gather, L, c, pbytes_, o_.zero.gather_elements,
                                       o_.zero.gather_calls_per_unit);
-      cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units);
-      cc.backward_dp_s += overlapped(ag, cc.backward_compute_s, units);
+      cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units, share);
+      backward_hidden += ag;
       bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes_);
     }
+    if (backward_hidden > 0) cc.backward_dp_s += overlapped(backward_hidden, cc.backward_compute_s, units, share);
+    cc.backward_dp_s += backward_exposed;
     return bytes;
   }
 

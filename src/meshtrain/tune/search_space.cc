@@ -94,6 +94,10 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
                     p.micro_batch_size = mbs;
                     p.global_batch_size = gbs;
                     p.recompute = rc;
+                    if (rc == Recompute::full && sp.recompute_num_layers > 0) {
+                      p.recompute_method = RecomputeMethod::block;
+                      p.recompute_num_layers = sp.recompute_num_layers;
+                    }
                     p.sequence_parallel = seqp;
                     p.flash_attention = flash;
                     p.bf16 = sp.bf16;

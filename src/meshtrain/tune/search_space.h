@@ -11,7 +11,8 @@
 //   recompute:   none, selective, full (every block); with
 //                partial_recompute, also full recompute of only the first k
 //                blocks of each chunk (Megatron's block method), k the
-//                smallest that fits (found by the planner)
+//                smallest that fits (found by the planner); with
+//                recompute_num_layers, full recompute is that k instead
 //   sequence_parallel: off, and on where tp > 1 (a fixed list applies where
 //                      tp > 1; tp = 1 is always without)
 //   flash_attention:   on, off
@@ -41,6 +42,10 @@ struct SearchSpace {
   std::vector<bool> sequence_parallel, flash_attention;
   bool bf16 = true;
   bool partial_recompute = true;
+  // Full recompute of only the first k blocks of each chunk (Megatron's
+  // block method) where k is given, e.g. published with the run; 0: every
+  // block, and the planner's own k where partial_recompute.
+  int recompute_num_layers = 0;
   int first_stage_layers = 0, last_stage_layers = 0;
   StageCounting stage_counting = StageCounting::transformer;
   StagePartition stage_partition = StagePartition::even;

@@ -187,6 +187,7 @@ void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
     check(f.recompute == Recompute::full, "column recompute_num_layers needs recompute full");
     f.recompute_method = RecomputeMethod::block;
     f.recompute_num_layers = *k;
+    s.recompute_num_layers = *k;
   }
 }
 
