@@ -347,6 +347,48 @@ TEST(TimeModel, HiddenCollectivesCostTheirSmShareOfCompute) {
   EXPECT_GT(d.backward_dp_s, c.backward_dp_s);
 }
 
+// Megatron-LM's asynchronous column-parallel backward (2022 on): the input
+// gradients' all-reduces run under the weight-gradient GEMMs; with sequence
+// parallelism the reduce-scatters and the stashed inputs' re-gathers do,
+// and the two gathers that undo the forward's reduce-scatters stay in line.
+TEST(TimeModel, MegatronHidesTheColumnParallelBackwardCollectives) {
+  SystemSpec s = load_system_spec("dgx-a100-80gb");
+  s.compute.collective_sm_share = 0;
+  const ModelConfig m = load_model_config("22b");
+  ParallelConfig p = frontier_175b();
+  p.tp = 8;
+  p.pp = 4;
+  p.dp = 1;
+  p.global_batch_size = 8;
+  p.recompute = Recompute::none;
+  p.sequence_parallel = false;
+  ASSERT_TRUE(framework_profile("megatron-lm-2022").options.async_tp_backward);
+  ASSERT_FALSE(framework_profile("megatron-lm-2021").options.async_tp_backward);
+  PerfOptions sync, async;
+  async.async_tp_backward = true;
+  PerfCache cache;
+  const ChunkCost a = step_costs(m, p, s, sync, cache).chunk(1, 0);
+  const ChunkCost b = step_costs(m, p, s, async, cache).chunk(1, 0);
+  ASSERT_GT(a.backward_tp_s, 0);
+  EXPECT_LT(b.backward_tp_s, 0.15 * a.backward_tp_s);  // NVLink all-reduces about as long as their GEMMs or less
+  EXPECT_DOUBLE_EQ(b.forward_tp_s, a.forward_tp_s);
+  EXPECT_DOUBLE_EQ(b.backward_compute_s, a.backward_compute_s);
+  p.sequence_parallel = true;
+  const ChunkCost c = step_costs(m, p, s, async, cache).chunk(1, 0);
+  // Forward: 2 gathers and 2 reduce-scatters a block; backward: the 2
+  // gathers in line, the rest hidden.
+  EXPECT_GT(c.backward_tp_s, 0.35 * c.forward_tp_s);
+  EXPECT_LT(c.backward_tp_s, 0.65 * c.forward_tp_s);
+  s.compute.collective_sm_share = 0.2;
+  EXPECT_GT(step_costs(m, p, s, async, cache).chunk(1, 0).backward_tp_s, c.backward_tp_s);
+  // TP comm overlap (TransformerEngine's) supersedes it.
+  async.tp_comm_overlap = true;
+  PerfOptions te;
+  te.tp_comm_overlap = true;
+  EXPECT_DOUBLE_EQ(step_costs(m, p, s, async, cache).chunk(1, 0).backward_tp_s,
+                   step_costs(m, p, s, te, cache).chunk(1, 0).backward_tp_s);
+}
+
 TEST(Curve, InterpolatesInLogSize) {
   const Curve c({{64, 0.2}, {256, 0.6}});
   EXPECT_DOUBLE_EQ(c(32), 0.2);

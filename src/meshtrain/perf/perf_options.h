@@ -58,6 +58,13 @@ struct PerfOptions {
   bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
   bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs
   bool overlap_p2p_comm = false;      // pipeline sends do not hold the sender
+  // Megatron-LM's column-parallel backward (LinearWithGradAccumulationAnd-
+  // AsyncCommunication, 2022 on; --no-async-tensor-model-parallel-allreduce
+  // turns it off): the input gradient's all-reduce, or with sequence
+  // parallelism its reduce-scatter, runs under the weight-gradient GEMM, and
+  // the re-gather of the stashed sequence-parallel input under the input-
+  // gradient GEMM. Superseded by tp_comm_overlap where both are set.
+  bool async_tp_backward = false;
   // Gradients held in the model's 16-bit dtype between the backward and the
   // step, as DeepSpeed's engine holds them (ZeRO paper, Rajbhandari et al.
   // SC20, Sec. 3.1: 2 bytes of parameters and 2 of gradients per element,

@@ -178,6 +178,34 @@ struct Pricer {
     return 2 * tp_sent(Collective::all_reduce, n * h * e);
   }
 
+  // The backward's TP collectives where Megatron-LM runs the column-parallel
+  // ones asynchronously (PerfOptions::async_tp_backward): the input
+  // gradients' all-reduces (SP: reduce-scatters) under the weight-gradient
+  // GEMMs of QKV and the first MLP matmul, with SP the stashed inputs'
+  // re-gathers under their input-gradient GEMMs, each costing that GEMM the
+  // collective's SM share while hidden; with SP the two gathers that undo
+  // the forward's reduce-scatters stay in line.
+  double async_backward_tp() const {
+    const double kv = double(m.kv_heads()) * m.head_dim();
+    const double mlp_in = m.gated_mlp ? 2 * f / t : f / t;
+    const double share = s.compute.collective_sm_share;
+    auto under = [share](double comm, double gemm_s) {
+      return std::max(comm - gemm_s, 0.0) + share * std::min(comm, gemm_s);
+    };
+    double exposed = 0;
+    for (const double cols : {(h + 2 * kv) / t, mlp_in}) {
+      const double wgrad = gemm(h, n, cols), dgrad = gemm(n, cols, h);
+      if (!p.sequence_parallel) {
+        exposed += under(tp(Collective::all_reduce, n * h * e), wgrad);
+      } else {
+        exposed += under(tp(Collective::reduce_scatter, n * h * e), wgrad);
+        exposed += under(tp(Collective::all_gather, n * h * e), dgrad);
+        exposed += tp(Collective::all_gather, n * h * e);
+      }
+    }
+    return exposed;
+  }
+
   // With SP the backward all-gathers the two stashed LayerNorm-output
   // shards again for the column-parallel weight gradients.
   double block_sp_regather() const {
@@ -196,7 +224,8 @@ struct Pricer {
     const double fwd_compute = gf + attention_forward() + block_memory_forward() + o.layer_pass_overhead_s;
     double bwd_compute = gb + attention_backward() + block_memory_backward() + o.layer_pass_overhead_s;
     const double pass = block_tp_pass();
-    double bwd_tp = exposed_tp(pass + block_sp_regather(), gb);
+    double bwd_tp = (o.async_tp_backward && !o.tp_comm_overlap && t > 1) ? async_backward_tp()
+                                                                         : exposed_tp(pass + block_sp_regather(), gb);
     double bytes = 2 * block_tp_pass_bytes() + block_sp_regather_bytes();
     if (recomputed) {
       bwd_compute += fwd_compute;
