@@ -30,6 +30,16 @@ ParallelConfig frontier_175b() {
   return p;
 }
 
+// frontier_175b's settings on another mesh and global batch.
+ParallelConfig frontier_175b_on(int tp, int pp, int dp, int global_batch) {
+  ParallelConfig p = frontier_175b();
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.global_batch_size = global_batch;
+  return p;
+}
+
 TEST(Predict, FieldsAreConsistent) {
   const ModelConfig m = load_model_config("175b");
   const SystemSpec s = load_system_spec("frontier");
@@ -219,11 +229,7 @@ TEST(SystemSpec, WaveQuantizationCountsIdleTileSlots) {
   // Priced in the step: a layout whose matmul outputs fill the waves badly
   // runs its compute slower when the waves are modelled.
   const ModelConfig m = load_model_config("175b");
-  ParallelConfig p = frontier_175b();
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 1;
-  p.global_batch_size = 64;
+  const ParallelConfig p = frontier_175b_on(8, 8, 1, 64);
   SystemSpec waves = s;
   waves.compute.gemm_units = 108;
   const Prediction off = predict(m, p, s, 64), on = predict(m, p, waves, 64);
@@ -244,11 +250,7 @@ TEST(TimeModel, OutputLayerGemmsRunAtTheBareGemmCeiling) {
   s.compute.gemm_units = 0;  // no waves: the three GEMMs price alike
   ModelConfig m = load_model_config("22b");
   m.vocab_size = 250880;
-  ParallelConfig p = frontier_175b();
-  p.tp = 2;
-  p.pp = 4;
-  p.dp = 1;
-  p.global_batch_size = 16;
+  ParallelConfig p = frontier_175b_on(2, 4, 1, 16);
   p.micro_batch_size = 2;
   PerfCache cache;
   SystemSpec bare = s, fitted = s;
@@ -289,10 +291,7 @@ TEST(TimeModel, OutputLayerGemmsRunAtTheBareGemmCeiling) {
 TEST(TimeModel, TiedEmbeddingSyncMovesTheReducedGradientDtype) {
   const SystemSpec s = load_system_spec("jeanzay-a100-80gb");
   const ModelConfig m = load_model_config("22b");
-  ParallelConfig p = frontier_175b();
-  p.pp = 4;
-  p.dp = 2;
-  p.global_batch_size = 64;
+  const ParallelConfig p = frontier_175b_on(4, 4, 2, 64);
   PerfCache cache;
   const double engine = step_costs(m, p, s, PerfOptions{}, cache).embedding_sync_s;
   const double fp16 = step_costs(m, p, s, framework_profile("megatron-deepspeed-2021").options, cache).embedding_sync_s;
@@ -355,11 +354,7 @@ TEST(TimeModel, MegatronHidesTheColumnParallelBackwardCollectives) {
   SystemSpec s = load_system_spec("dgx-a100-80gb");
   s.compute.collective_sm_share = 0;
   const ModelConfig m = load_model_config("22b");
-  ParallelConfig p = frontier_175b();
-  p.tp = 8;
-  p.pp = 4;
-  p.dp = 1;
-  p.global_batch_size = 8;
+  ParallelConfig p = frontier_175b_on(8, 4, 1, 8);
   p.recompute = Recompute::none;
   p.sequence_parallel = false;
   ASSERT_TRUE(framework_profile("megatron-lm-2022").options.async_tp_backward);

@@ -54,8 +54,9 @@ PipelineCosts pipeline_costs(const StepCosts& sc, const ParallelConfig& p, const
 // When stage st's step-end gradient reduction is done: chunk by chunk as
 // their gradients complete, after the pipeline unless it overlaps the
 // backward; the part hidden behind the backward costs that compute the
-// collective's SM share of it (time_model.h).
-double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vpp, const PerfOptions& o) {
+// collective's SM share of it (`sm_share`, SystemSpec's; time_model.h).
+double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vpp, const PerfOptions& o,
+                     double sm_share) {
   std::vector<int> order(vpp);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
@@ -75,7 +76,7 @@ double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vp
   const double end = std::max(t.finish_s, free);
   if (!o.overlap_grad_reduce) return end;
   const double hidden = std::max(0.0, total - (end - t.finish_s));
-  return end + sc.collective_sm_share * hidden;
+  return end + sm_share * hidden;
 }
 
 // When stage st's step ends: its pipeline, then its gradient reduction,
@@ -84,14 +85,14 @@ struct StageEnd {
   double reduce_end_s = 0, sync_s = 0, gather_s = 0, end_s = 0;
 };
 
-StageEnd stage_end(const StepCosts& sc, const StageTimeline& t, int st, const ParallelConfig& p,
-                   const PerfOptions& o) {
+StageEnd stage_end(const StepCosts& sc, const StageTimeline& t, int st, const ParallelConfig& p, const PerfOptions& o,
+                   double sm_share) {
   StageEnd e;
-  e.reduce_end_s = reduction_end(sc, t, st, p.vpp, o);
+  e.reduce_end_s = reduction_end(sc, t, st, p.vpp, o, sm_share);
   e.sync_s = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
   // Overlapped, the gather hides behind the next step's forward and costs
   // it the collective's SM share.
-  e.gather_s = (o.overlap_param_gather ? sc.collective_sm_share : 1.0) * sc.param_gather_s[st];
+  e.gather_s = (o.overlap_param_gather ? sm_share : 1.0) * sc.param_gather_s[st];
   e.end_s = e.reduce_end_s + e.sync_s + sc.optimizer_s[st] + e.gather_s;
   return e;
 }
@@ -169,7 +170,7 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
   double step_end = -1;
   for (int st = 0; st < p.pp; ++st) {
     const StageTimeline& t = tl.stages[st];
-    const StageEnd e = stage_end(sc, t, st, p, o);
+    const StageEnd e = stage_end(sc, t, st, p, o, s.compute.collective_sm_share);
     if (e.end_s <= step_end) continue;
     step_end = e.end_s;
     r.critical_stage = st;

@@ -11,6 +11,13 @@ namespace meshtrain::perf {
 
 namespace {
 
+// Communication hidden behind `compute` where it fits: the excess shows, and
+// the hidden part costs the compute `share` of itself (the SMs a collective
+// holds, or the interference of a pipelined overlap).
+double behind(double comm, double compute, double share) {
+  return std::max(comm - compute, 0.0) + share * std::min(comm, compute);
+}
+
 // Megatron-LM's gradient bucket: 40M elements.
 constexpr double kBucketElements = 40e6;
 
@@ -38,36 +45,32 @@ struct Pricer {
 
   double peak() const { return s.peak_flops(p.bf16); }
   // A [rows, inner] x [inner, cols] matmul: the efficiency of its smallest
-  // dimension, times the share of tile slots its output fills.
-  double gemm(double rows, double inner, double cols) const {
-    const double eff =
-        s.matmul_efficiency(p.bf16)(std::min({rows, inner, cols})) * s.gemm_wave_utilization(rows, cols);
+  // dimension, times the share of tile slots its output fills. With a
+  // `ceiling` (> 0), the curve's shape scaled so that its top is the ceiling,
+  // never below the curve.
+  double gemm_priced(double rows, double inner, double cols, double ceiling) const {
+    const Curve& c = s.matmul_efficiency(p.bf16);
+    double eff = c(std::min({rows, inner, cols}));
+    if (ceiling > 0) eff = std::max(eff, ceiling * eff / (c.points().empty() ? 1.0 : c.points().back().second));
+    eff *= s.gemm_wave_utilization(rows, cols);
     return 2 * rows * inner * cols / (peak() * eff) + s.compute.kernel_overhead_s;
   }
   // Its backward: the input gradient [rows, cols] x [cols, inner] and the
   // weight gradient [inner, rows] x [rows, cols]; the same smallest
   // dimension, so twice the forward where waves are not modelled.
+  double gemm_backward_priced(double rows, double inner, double cols, double ceiling) const {
+    if (s.compute.gemm_units <= 0) return 2 * gemm_priced(rows, inner, cols, ceiling);
+    return gemm_priced(rows, cols, inner, ceiling) + gemm_priced(inner, rows, cols, ceiling);
+  }
+  // A block's GEMMs, at the fitted curve.
+  double gemm(double rows, double inner, double cols) const { return gemm_priced(rows, inner, cols, 0); }
   double gemm_backward(double rows, double inner, double cols) const {
-    if (s.compute.gemm_units <= 0) return 2 * gemm(rows, inner, cols);
-    return gemm(rows, cols, inner) + gemm(inner, rows, cols);
+    return gemm_backward_priced(rows, inner, cols, 0);
   }
-  // A GEMM outside the blocks (the output layer): the block curve's shape
-  // over the smallest dimension, scaled to the device's bare-GEMM ceiling.
-  // The fitted curve stands for a block's GEMMs and whatever else of the
-  // block the model does not list; this one has nothing else.
-  double bare_gemm(double rows, double inner, double cols) const {
-    const double ceiling = p.bf16 ? s.compute.matmul_ceiling_bf16 : 0.0;
-    if (ceiling <= 0) return gemm(rows, inner, cols);
-    const Curve& c = s.matmul_efficiency(p.bf16);
-    const double top = c.points().empty() ? 1.0 : c.points().back().second;
-    const double d = std::min({rows, inner, cols});
-    const double eff = std::max(c(d), ceiling * c(d) / top) * s.gemm_wave_utilization(rows, cols);
-    return 2 * rows * inner * cols / (peak() * eff) + s.compute.kernel_overhead_s;
-  }
-  double bare_gemm_backward(double rows, double inner, double cols) const {
-    if (s.compute.gemm_units <= 0) return 2 * bare_gemm(rows, inner, cols);
-    return bare_gemm(rows, cols, inner) + bare_gemm(inner, rows, cols);
-  }
+  // The output layer's, which stand alone: at the device's bare-GEMM
+  // ceiling. The fitted curve stands for a block's GEMMs and whatever else of
+  // the block the model does not list; these have nothing else.
+  double bare_ceiling() const { return p.bf16 ? s.compute.matmul_ceiling_bf16 : 0.0; }
   double memory(double bytes) const {
     return bytes / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) + s.compute.kernel_overhead_s;
   }
@@ -75,17 +78,19 @@ struct Pricer {
   double tp_sent(Collective k, double bytes) const { return collective_bytes_sent(k, bytes, t); }
   double exposed_tp(double comm, double gemm_s) const {
     if (!o.tp_comm_overlap) return comm;
-    return std::max(comm - gemm_s, 0.0) + std::min(comm, gemm_s) / 4;
+    return behind(comm, gemm_s, 0.25);
   }
 
   // --- one transformer block, one micro-batch ---
   // The block's four matmuls (QKV, output projection, MLP in and out) as
   // `price` (gemm or gemm_backward) costs them.
+  // Output widths of the block's column-parallel matmuls on this rank: QKV
+  // and the first MLP matmul (gate and up where gated).
+  double qkv_cols() const { return (h + 2 * double(m.kv_heads()) * m.head_dim()) / t; }
+  double mlp_in_cols() const { return m.gated_mlp ? 2 * f / t : f / t; }
   template <typename Price>
   double block_gemms(Price price) const {
-    const double kv = double(m.kv_heads()) * m.head_dim();
-    const double mlp_in = m.gated_mlp ? 2 * f / t : f / t;
-    return price(n, h, (h + 2 * kv) / t) + price(n, h / t, h) + price(n, h, mlp_in) + price(n, f / t, h);
+    return price(n, h, qkv_cols()) + price(n, h / t, h) + price(n, h, mlp_in_cols()) + price(n, f / t, h);
   }
   double block_gemm_forward() const {
     return block_gemms([this](double r, double i, double c) { return gemm(r, i, c); });
@@ -186,22 +191,19 @@ struct Pricer {
   // collective's SM share while hidden; with SP the two gathers that undo
   // the forward's reduce-scatters stay in line.
   double async_backward_tp() const {
-    const double kv = double(m.kv_heads()) * m.head_dim();
-    const double mlp_in = m.gated_mlp ? 2 * f / t : f / t;
     const double share = s.compute.collective_sm_share;
-    auto under = [share](double comm, double gemm_s) {
-      return std::max(comm - gemm_s, 0.0) + share * std::min(comm, gemm_s);
-    };
+    const double act = n * h * e;
     double exposed = 0;
-    for (const double cols : {(h + 2 * kv) / t, mlp_in}) {
-      const double wgrad = gemm(h, n, cols), dgrad = gemm(n, cols, h);
-      if (!p.sequence_parallel) {
-        exposed += under(tp(Collective::all_reduce, n * h * e), wgrad);
-      } else {
-        exposed += under(tp(Collective::reduce_scatter, n * h * e), wgrad);
-        exposed += under(tp(Collective::all_gather, n * h * e), dgrad);
-        exposed += tp(Collective::all_gather, n * h * e);
-      }
+    if (!p.sequence_parallel) {
+      const double ar = tp(Collective::all_reduce, act);
+      for (const double cols : {qkv_cols(), mlp_in_cols()}) exposed += behind(ar, gemm(h, n, cols), share);
+      return exposed;
+    }
+    const double rs = tp(Collective::reduce_scatter, act), ag = tp(Collective::all_gather, act);
+    for (const double cols : {qkv_cols(), mlp_in_cols()}) {
+      exposed += behind(rs, gemm(h, n, cols), share);
+      exposed += behind(ag, gemm(n, cols, h), share);
+      exposed += ag;
     }
     return exposed;
   }
@@ -265,7 +267,8 @@ struct Pricer {
   Block head() const {
     Block b{};
     const double v = double(m.padded_vocab()) / t;
-    const double logits = bare_gemm(n, h, v), logits_backward = bare_gemm_backward(n, h, v);
+    const double logits = gemm_priced(n, h, v, bare_ceiling()),
+                 logits_backward = gemm_backward_priced(n, h, v, bare_ceiling());
     // Cross-entropy in fp32 over this rank's vocabulary slice: convert,
     // max, exp-sum, normalize forward (4e + 16 bytes per logit), softmax
     // minus one-hot and convert back backward (2e + 8).
@@ -325,7 +328,6 @@ class StepPricer {
     r.pp = p_.pp;
     r.vpp = p_.vpp;
     r.num_micro_batches = p_.num_micro_batches();
-    r.collective_sm_share = s_.compute.collective_sm_share;
     r.chunks.resize(size_t(p_.pp) * p_.vpp);
     r.grad_reduce_s.assign(p_.pp, std::vector<double>(p_.vpp, 0.0));
     r.grad_bucket_fraction.assign(p_.pp, 1.0);

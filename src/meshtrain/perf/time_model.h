@@ -88,7 +88,6 @@ struct StepCosts {
   std::vector<double> param_gather_s;             // [stage]: after the optimizer (ZeRO-1/2)
   std::vector<double> optimizer_s;                // [stage]
   double embedding_sync_s = 0;                    // tied embedding gradients, stage 0 and pp-1
-  double collective_sm_share = 0;                 // SystemSpec::ComputeSpec's, for the step-end overlaps
   // Bytes each rank of a stage sends per step, by parallel dimension.
   std::vector<double> tp_bytes, pp_bytes, dp_bytes;  // [stage]
 

@@ -85,7 +85,8 @@ struct Search {
   // worth costing. None if no count below the chunk's layers fits.
   std::optional<ParallelConfig> fewest_recomputed_blocks(const ParallelConfig& p) const {
     const int layers = most_chunk_layers(m, p);
-    if (!space.partial_recompute || p.recompute != Recompute::full || layers < 2) return std::nullopt;
+    if (!space.partial_recompute || space.recompute_num_layers > 0 || p.recompute != Recompute::full || layers < 2)
+      return std::nullopt;
     ParallelConfig q = p;
     q.recompute_method = RecomputeMethod::block;
     auto fits_with = [&](int k) {
