@@ -8,6 +8,7 @@
 #include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/perf/memory_model.h"
 #include "meshtrain/perf/predict.h"
+#include "meshtrain/perf/time_model.h"
 
 namespace meshtrain::perf {
 namespace {
@@ -76,6 +77,34 @@ TEST(ZeroRuntime, ThroughputFallsWithThePerGpuBatchAtScale) {
   const double small64 = predict(m, zero3(64, 1), s, 64, o, &cache).tokens_per_s;
   const double large64 = predict(m, zero3(64, 4), s, 64, o, &cache).tokens_per_s;
   EXPECT_LT(large64 / small64, large / small);
+}
+
+// FSDP2 copies each gathered unit out of the all-gather buffer (forward and
+// backward gathers) and each unsharded gradient, cast to the fp32 reduce
+// dtype, into the reduce-scatter input: memory-bound passes on the compute
+// stream, per micro-batch. FSDP1 and DeepSpeed copy the gradient only; the
+// engine neither.
+TEST(ZeroRuntime, Fsdp2CopiesEachGatheredUnitOutAndEachGradientIn) {
+  const ModelConfig m = gpt(8, 2048, 16);
+  const ParallelConfig p = zero3(8, 2);
+  const SystemSpec s = load_system_spec("dgx-h100");
+  PerfCache cache;
+  const PerfOptions fsdp2 = framework_profile("torchtitan-2024").options;
+  PerfOptions bare = fsdp2;
+  bare.zero.gather_copy_out = bare.zero.grad_copy_in = false;
+  const ChunkCost with = step_costs(m, p, s, fsdp2, cache).chunks[0];
+  const ChunkCost without = step_costs(m, p, s, bare, cache).chunks[0];
+  const double numel = double(cache.stage_layout(m, p, 0).chunk_numel[0]);
+  auto pass = [&](double bytes) {
+    return bytes / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) + s.compute.kernel_overhead_s;
+  };
+  EXPECT_NEAR(with.forward_compute_s - without.forward_compute_s, pass(numel * 4), 1e-9);
+  EXPECT_NEAR(with.backward_compute_s - without.backward_compute_s, pass(numel * 4) + pass(numel * 6), 1e-9);
+  const ZeroRuntime fsdp1 = framework_profile("fsdp-2022").options.zero;
+  const ZeroRuntime deepspeed = framework_profile("deepspeed-zero3").options.zero;
+  EXPECT_TRUE(fsdp1.grad_copy_in && !fsdp1.gather_copy_out);
+  EXPECT_TRUE(deepspeed.grad_copy_in && !deepspeed.gather_copy_out);
+  EXPECT_FALSE(PerfOptions{}.zero.grad_copy_in || PerfOptions{}.zero.gather_copy_out);
 }
 
 }  // namespace

@@ -47,9 +47,10 @@ std::vector<FrameworkProfile> build() {
   // DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
   // stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
   // reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
-  const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6};
-  // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs).
-  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true}, fsdp2_fp32{0, 0, false, 1, 1, true};
+  const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6, false, false, true};
+  // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs);
+  // FSDP2 copies gathered units out of the all-gather buffer.
+  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp2_fp32{0, 0, false, 1, 1, true, true, true};
   const PerfOptions none;
   PerfOptions torchtitan = overlapping(true, false, false, false, fsdp2_fp32);
   torchtitan.op_level_selective = true;

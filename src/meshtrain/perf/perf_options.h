@@ -29,6 +29,18 @@
 //                    flat buffer per block); DeepSpeed gathers per sub-module
 //                    (QKV, projection, the two MLP matrices, the LayerNorms
 //                    and biases coalesced by its prefetch bucket): 6.
+//   gather_copy_out  each gathered unit is copied out of the all-gather's
+//                    flat output into per-parameter tensors (FSDP2:
+//                    foreach_all_gather_copy_out, split_with_sizes_copy), a
+//                    read and a write of the unit in the parameter dtype per
+//                    gather; FSDP1 and DeepSpeed gather into the buffer the
+//                    parameters view, and the engine too.
+//   grad_copy_in     each unit's unsharded gradient is copied (cast to the
+//                    reduce dtype) into the reduce-scatter's input (FSDP2:
+//                    foreach_reduce_scatter_copy_in, _chunk_cat; FSDP1: the
+//                    flat gradient cast to the reduce dtype; DeepSpeed: the
+//                    contiguous gradient bucket); the engine reduces from the
+//                    gradient buffer itself.
 // Every call pays its collective's latency, which for a ring all-gather or
 // reduce-scatter grows with the group (collective.h).
 #pragma once
@@ -44,6 +56,8 @@ struct ZeroRuntime {
   int prefetch_units = 0;
   int gather_calls_per_unit = 1;
   bool fp32_sharded_parameters = false;
+  bool gather_copy_out = false;
+  bool grad_copy_in = false;
 };
 
 struct PerfOptions {

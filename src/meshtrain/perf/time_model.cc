@@ -417,6 +417,7 @@ class StepPricer {
     // reduce-scatters of the last ones.
     const double share = s_.compute.collective_sm_share;
     double backward_hidden = 0, backward_exposed = 0;
+    framework_copies(numel, cc);
     if (p_.zero_stage >= 2) {
       const double gbytes = o_.zero.reduce_in_model_dtype ? pbytes_ : 4;
       const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o_.zero.reduce_bucket_elements, 1);
@@ -433,6 +434,19 @@ class StepPricer {
     if (backward_hidden > 0) cc.backward_dp_s += overlapped(backward_hidden, cc.backward_compute_s, units, share);
     cc.backward_dp_s += backward_exposed;
     return bytes;
+  }
+
+  // A framework's copies around its ZeRO-2/3 collectives, per micro-batch
+  // (ZeroRuntime::gather_copy_out, grad_copy_in): memory-bound passes over
+  // the chunk's `numel` elements on the compute stream.
+  void framework_copies(double numel, ChunkCost& cc) const {
+    const double gbytes = o_.zero.reduce_in_model_dtype ? pbytes_ : 4;
+    if (p_.zero_stage >= 3 && o_.zero.gather_copy_out) {
+      const double copy = pr_.memory(numel * 2 * pbytes_);
+      cc.forward_compute_s += copy;
+      cc.backward_compute_s += copy;
+    }
+    if (p_.zero_stage >= 2 && o_.zero.grad_copy_in) cc.backward_compute_s += pr_.memory(numel * (pbytes_ + gbytes));
   }
 
   // Bytes per gradient element the step-end reductions move: fp32 (Megatron's
