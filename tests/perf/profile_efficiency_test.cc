@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/activations.h"
 #include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/perf/memory_model.h"
 #include "meshtrain/perf/predict.h"
@@ -257,6 +258,59 @@ TEST(ProfileEfficiency, FsdpKeepsFp32ShardsWithoutAMasterCopy) {
               1e-6 * a.optimizer);
 }
 
+// A framework's loss holds the whole micro-batch's logits: 16-bit logits
+// plus 8 bytes per element for PyTorch's cross-entropy over pred.float()
+// (torchtitan), 4 for Megatron's vocabulary-parallel one, 2 for llm-foundry's
+// fused loss; the engine computes the head in chunks and holds none of it.
+TEST(ProfileEfficiency, FrameworkLossesHoldTheWholeLogits) {
+  EXPECT_FALSE(perf::PerfOptions{}.whole_logits);
+  EXPECT_EQ(perf::framework_profile("torchtitan-2024").options.loss_bytes_per_logit, 8);
+  EXPECT_EQ(perf::framework_profile("megatron-lm-2022").options.loss_bytes_per_logit, 4);
+  EXPECT_EQ(perf::framework_profile("megatron-deepspeed-2021").options.loss_bytes_per_logit, 4);
+  EXPECT_EQ(perf::framework_profile("llm-foundry-2023").options.loss_bytes_per_logit, 2);
+  ParallelConfig p = bf16_full_recompute(1, 1, 8, 3, 16);
+  p.micro_batch_size = 2;
+  p.recompute = Recompute::selective;
+  const ModelConfig m = load_model_config("llama3.1-8b");
+  const perf::SystemSpec s = perf::load_system_spec("dgx-h100");
+  perf::PerfCache cache;
+  const perf::PerfOptions titan = perf::framework_profile("torchtitan-2024").options;
+  perf::PerfOptions chunked = titan;
+  chunked.whole_logits = false;
+  const double with = perf::stage_memory(m, p, s, 0, cache, titan).activations;
+  const double without = perf::stage_memory(m, p, s, 0, cache, chunked).activations;
+  const double cols = double(m.padded_vocab());
+  const double whole = 2.0 * m.seq_length * cols * (2 + 8);
+  const double chunk = double(head_logits_rows(m, p)) * cols * 2;
+  EXPECT_NEAR(with - without, whole - chunk, 1.0);
+  EXPECT_GT(with - without, 19 * double(1 << 30));  // Llama 3.1 8B, 2 x 8,192 tokens
+}
+
+// Under PyTorch a layout fits when what is live fits: its caching allocator
+// frees its cached blocks and retries before it fails, so the fragmentation
+// share of the workspace counts in the total (what nvidia-smi shows), not in
+// the fit. The engine's fit keeps it.
+TEST(ProfileEfficiency, WhatIsLiveMustFitNotWhatTheAllocatorCaches) {
+  const ParallelConfig p = bf16_full_recompute(8, 1, 8, 1, 64);
+  const ModelConfig m = load_model_config("22b");
+  perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  const perf::PerfOptions megatron = perf::framework_profile("megatron-lm-2022").options;
+  ASSERT_TRUE(megatron.allocator_retries);
+  ASSERT_FALSE(perf::PerfOptions{}.allocator_retries);
+  const perf::MemoryBytes b = perf::stage_memory(m, p, s, 0, cache, megatron);
+  EXPECT_GT(b.fragmentation, 0);
+  EXPECT_DOUBLE_EQ(b.required(), b.total() - b.fragmentation);
+  s.memory.hbm_bytes = 0.5 * (b.required() + b.total());  // between the two
+  EXPECT_TRUE(perf::estimate_memory(m, p, s, cache, megatron).fits());
+  s.memory.hbm_bytes = 0.99 * b.required();
+  EXPECT_FALSE(perf::estimate_memory(m, p, s, cache, megatron).fits());
+  // The engine keeps the allowance in its fit.
+  const perf::MemoryBytes e = perf::stage_memory(m, p, s, 0, cache);
+  s.memory.hbm_bytes = 0.5 * (e.required() + e.total());
+  EXPECT_FALSE(perf::estimate_memory(m, p, s, cache).fits());
+}
+
 // DeepSpeed's engine keeps 16-bit gradients (ZeRO paper: 2 + 2 + 12 bytes
 // per element at ZeRO-0): half the engine's fp32 gradients, nothing else.
 TEST(ProfileEfficiency, DeepSpeedKeepsSixteenBitGradients) {
@@ -366,7 +420,9 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (2021)", "", "bf16"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("GPT-NeoX", "Black et al. 2022"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", ""), "deepspeed-zero3");
-  EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "fsdp-2022");
+  EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "llm-foundry-2023");
+  EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", "", "bf16 (FSDP mixed_precision PURE)"),
+            "llm-foundry-2023-pure");
   EXPECT_EQ(infer_profile("Meta internal 4D parallelism (FSDP + TP + PP + CP)", ""), "megatron-core-2024");
   EXPECT_EQ(infer_profile("Megatron-LM", "Narayanan et al., SC 2021"), "megatron-lm-2021");
   EXPECT_EQ(infer_profile("Megatron-LM", "Korthikanti et al. 2022, arXiv 2205.05198"), "megatron-lm-2022");

@@ -50,7 +50,8 @@ std::vector<FrameworkProfile> build() {
   const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6, false, false, true};
   // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs);
   // FSDP2 copies gathered units out of the all-gather buffer.
-  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp2_fp32{0, 0, false, 1, 1, true, true, true};
+  const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp1_fp32{0, 0, false, 1, 1, true, false, true},
+      fsdp2_fp32{0, 0, false, 1, 1, true, true, true};
   const PerfOptions none;
   PerfOptions torchtitan = overlapping(true, false, false, false, fsdp2_fp32);
   torchtitan.op_level_selective = true;
@@ -80,19 +81,29 @@ std::vector<FrameworkProfile> build() {
       make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),
-      make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
+      make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3},
+           overlapping(true, true, true, true),
            "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed "
            "optimizer, TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather "
            "--tp-comm-overlap and overlapped pipeline sends as its README's H100 table lists"),
-      make("deepspeed-zero3", "deepspeed", {false, false, false, false, false}, {3}, overlapping(true, false, false, false, deepspeed),
+      make("deepspeed-zero3", "deepspeed", {false, false, false, false, false}, {3},
+           overlapping(true, false, false, false, deepspeed),
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
            "reduction; activation checkpointing full or none"),
-      make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3}, overlapping(true, false, false, false, fsdp_fp16),
+      make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3},
+           overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
            "flat parameter per wrapped block, forward and backward prefetch of the next block, gradients "
            "reduce-scattered in fp16 overlapping the backward; activation checkpointing of any subset of the blocks "
            "(apply_activation_checkpointing's check_fn, as IBM's every-n-th-block scheme uses)"),
+      make("llm-foundry-2023", "llm-foundry", {false, false, false, false, true}, {3},
+           overlapping(true, false, false, false, fsdp1_fp32),
+           "MosaicML llm-foundry on Composer (2023, its MPT benchmark tables): PyTorch FSDP FULL_SHARD, one flat "
+           "parameter per MPT block with forward and backward prefetch, mixed_precision DEFAULT (bf16 compute, "
+           "fp32 gradient reduction), activation checkpointing of every block or none, flash or Triton attention, "
+           "its default loss_fn fused_crossentropy (flash-attn's CrossEntropyLoss); no tensor or pipeline "
+           "parallelism"),
       make("torchtitan-2024", "pytorch-fsdp", {false, true, true, true, true}, {3}, torchtitan,
            "torchtitan (Liang et al. 2024) FSDP2: per-block fully_shard with implicit prefetch of the next block, "
            "bf16 parameters with fp32 gradient reduction (its default mixed-precision policy), PyTorch SDPA "
@@ -101,6 +112,14 @@ std::vector<FrameworkProfile> build() {
            "other aten.mm and of scaled_dot_product_attention, recompute the rest), not Megatron's attention-core "
            "recompute"),
   };
+  // llm-foundry's tables print FSDP's mixed precision: PURE reduces in bf16.
+  const auto foundry =
+      std::find_if(v.begin(), v.end(), [](const FrameworkProfile& p) { return p.name == "llm-foundry-2023"; });
+  FrameworkProfile pure = *foundry;
+  pure.name += "-pure";
+  pure.options.zero = fsdp_fp16;
+  pure.basis = "llm-foundry-2023 with FSDP mixed_precision PURE: bf16 gradient reduction (and bf16 buffers)";
+  v.insert(foundry + 1, pure);
   // torchtitan's tensor-parallel plan (apply_tp in parallelize_llama.py,
   // 2024) places SequenceParallel() on attention_norm, ffn_norm and the final
   // norm, the embedding's output sharded on the sequence dimension: Megatron
@@ -118,8 +137,8 @@ std::vector<FrameworkProfile> build() {
   // DeepSpeed ZeRO-3 alone wraps a user's PyTorch model, which has no
   // tensor-parallel layers (Megatron's come with Megatron-DeepSpeed).
   for (FrameworkProfile& p : v) {
-    if (p.name == "deepspeed-zero3" || p.name == "fsdp-2022") p.pipeline = false;
-    if (p.name == "deepspeed-zero3") p.tensor_parallel = false;
+    if (p.name == "deepspeed-zero3" || p.name == "fsdp-2022" || p.family == "llm-foundry") p.pipeline = false;
+    if (p.name == "deepspeed-zero3" || p.family == "llm-foundry") p.tensor_parallel = false;
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
     // Megatron-LM's asynchronous column-parallel backward, default since v3.0
@@ -129,6 +148,11 @@ std::vector<FrameworkProfile> build() {
       p.options.layer_pass_overhead_s = 2e-3;
     if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
     if (p.family == "megatron-deepspeed") p.stage_partition = StagePartition::balanced;
+    p.options.whole_logits = true;
+    p.options.allocator_retries = true;  // every profile runs on PyTorch
+    p.options.loss_bytes_per_logit = p.family == "megatron" || p.family == "megatron-deepspeed" ? 4
+                                     : p.family == "llm-foundry"                                ? 2
+                                                                                                : 8;
   }
   return v;
 }
@@ -186,7 +210,11 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
     return bf16_optimizer ? "megatron-deepspeed-2022" : "megatron-deepspeed-2021";
   }
   if (has("deepspeed")) return "deepspeed-zero3";
-  const bool fsdp = has("fsdp") || has("fairscale") || has("metaseq") || has("composer") || has("llm-foundry");
+  if (has("llm-foundry") || has("composer")) {
+    const std::string prec = ascii_lower(precision);
+    return prec.find("pure") != std::string::npos ? "llm-foundry-2023-pure" : "llm-foundry-2023";
+  }
+  const bool fsdp = has("fsdp") || has("fairscale") || has("metaseq");
   // Sharded data parallelism inside a 4D (TP, PP, CP) stack runs Megatron-
   // style pipeline schedules, which the FSDP profiles do not have.
   if (fsdp && (has("4d") || has("pipeline") || has("+ pp"))) return "megatron-core-2024";

@@ -62,8 +62,9 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 // BF16_Optimizer or the run is bf16 from 2022 (`precision` "bf16": the
 // optimizer DeepSpeed then takes), -2023 from 2023 or with
 // FlashAttention-2; DeepSpeed alone -> deepspeed-zero3; FSDP in a 4D or
-// pipelined stack -> megatron-core-2024; FSDP, FairScale, metaseq,
-// Composer / llm-foundry -> fsdp-2022; Megatron-LM -> by year
+// pipelined stack -> megatron-core-2024; Composer / llm-foundry ->
+// llm-foundry-2023 (-pure where `precision` names FSDP's PURE mixed
+// precision); FSDP, FairScale, metaseq -> fsdp-2022; Megatron-LM -> by year
 // (2021 or earlier, 2022, 2023 on: megatron-core-2024). The year is the
 // latest 2015-2029 written in `framework`, else in `source`. Empty when
 // nothing matches.

@@ -202,6 +202,16 @@ void model_state(const StageLayout& L, const ParallelConfig& p, const PerfOption
   }
 }
 
+// A framework's whole-micro-batch logits and its loss's tensors
+// (PerfOptions::whole_logits, loss_bytes_per_logit) beyond the engine's
+// chunked logits scratch, which rank_working_set counts.
+double framework_logits_extra(const ModelConfig& m, const ParallelConfig& p, const PerfOptions& o) {
+  if (!o.whole_logits) return 0;
+  const double e = p.bf16 ? 2 : 4, cols = double(m.padded_vocab() / p.tp);
+  const double whole = double(p.micro_batch_size) * m.seq_length * cols * (e + o.loss_bytes_per_logit);
+  return std::max(0.0, whole - double(head_logits_rows(m, p)) * cols * e);
+}
+
 // Activations of a stage's rank: the stash of the micro-batches in flight
 // (each tensor 64-byte aligned), the step's token ids and targets, and one
 // block's working set.
@@ -238,7 +248,7 @@ double stage_activations(const ModelConfig& m, const ParallelConfig& p, const St
   ParallelConfig wp = p;
   if (op_level) wp.recompute = Recompute::full;
   const double working = double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores;
-  return stash + batch + working;
+  return stash + batch + working + (has_head ? framework_logits_extra(m, p, o) : 0.0);
 }
 
 }  // namespace
@@ -250,7 +260,8 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   model_state(L, p, o, b);
   b.activations = stage_activations(m, p, L, stage, cache, o);
   b.comm_buffers = peak_comm_buffer_bytes(m, p, stage, cache, false, o.zero);
-  b.workspace = sys.memory.reserved_bytes + sys.memory.fragmentation * (b.activations + b.comm_buffers);
+  b.fragmentation = sys.memory.fragmentation * (b.activations + b.comm_buffers);
+  b.workspace = sys.memory.reserved_bytes + b.fragmentation;
   return b;
 }
 
@@ -258,6 +269,7 @@ MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, co
                                PerfCache& cache, const PerfOptions& o) {
   MemoryEstimate r;
   r.capacity = sys.memory.hbm_bytes;
+  r.allocator_retries = o.allocator_retries;
   r.worst = stage_memory(m, p, sys, 0, cache, o);
   // Uneven stages: a middle stage may run more layers than the first; stage
   // 1 has the most micro-batches in flight of them.

@@ -57,14 +57,19 @@ struct MemoryBytes {
   double activations = 0;
   double comm_buffers = 0;
   double workspace = 0;
+  double fragmentation = 0;  // the part of workspace the caching allocator holds beyond its live blocks
   double total() const { return parameters + gradients + optimizer + activations + comm_buffers + workspace; }
+  // What must be allocated at once where a caching allocator frees its
+  // cached blocks and retries before it reports out of memory.
+  double required() const { return total() - fragmentation; }
 };
 
 struct MemoryEstimate {
   MemoryBytes worst;     // the most loaded stage
   int worst_stage = 0;
   double capacity = 0;   // the device's memory
-  bool fits() const { return worst.total() <= capacity; }
+  bool allocator_retries = false;  // PerfOptions::allocator_retries
+  bool fits() const { return (allocator_retries ? worst.required() : worst.total()) <= capacity; }
 };
 
 // Memory of stage s alone.

@@ -107,6 +107,25 @@ struct PerfOptions {
   // match is 43 ms on 6 layers and 80 ms on 12, 2.4 and 2.2 ms per layer
   // pass with full recompute). Engine and other frameworks: 0.
   double layer_pass_overhead_s = 0;
+  // The loss as the framework computes it. The engine computes the head in
+  // chunks of rows and holds one chunk's logits (whole_logits false).
+  // Frameworks hold the whole micro-batch's 16-bit logits over the rank's
+  // vocabulary slice and, per logit element at the loss's peak,
+  // loss_bytes_per_logit more: Megatron-LM and Megatron-DeepSpeed 4 (the
+  // fp32 copy that the vocabulary-parallel cross-entropy turns in place into
+  // the softmax it saves: gpt_model's vocab_parallel_cross_entropy(
+  // output.float(), labels)); PyTorch's F.cross_entropy over pred.float()
+  // (torchtitan, FSDP and DeepSpeed users) 8 (the fp32 copy and the fp32
+  // log-softmax it saves); llm-foundry's fused cross-entropy (flash-attn's
+  // CrossEntropyLoss, its default loss_fn) 2 (the logits' 16-bit gradient).
+  bool whole_logits = false;
+  double loss_bytes_per_logit = 0;
+  // PyTorch's caching allocator frees its cached blocks and retries a failed
+  // allocation before it reports out of memory (PyTorch CUDA semantics,
+  // "Memory management"), so under it a layout fits when what is live fits;
+  // the fragmentation allowance counts only in the reported total. The
+  // engine's fit keeps the allowance.
+  bool allocator_retries = false;
   ZeroRuntime zero;
 };
 

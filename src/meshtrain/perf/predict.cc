@@ -194,10 +194,10 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
 }
 
 void to_json(nlohmann::json& j, const MemoryBytes& b) {
-  j = nlohmann::json{{"parameters", b.parameters},     {"gradients", b.gradients},
-                     {"optimizer", b.optimizer},       {"activations", b.activations},
-                     {"comm_buffers", b.comm_buffers}, {"workspace", b.workspace},
-                     {"total", b.total()}};
+  j = nlohmann::json{{"parameters", b.parameters},       {"gradients", b.gradients},
+                     {"optimizer", b.optimizer},         {"activations", b.activations},
+                     {"comm_buffers", b.comm_buffers},   {"workspace", b.workspace},
+                     {"fragmentation", b.fragmentation}, {"total", b.total()}};
 }
 
 void to_json(nlohmann::json& j, const Prediction& p) {
