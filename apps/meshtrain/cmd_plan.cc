@@ -116,14 +116,17 @@ int print_plan(const PlanArgs& a, const ModelConfig& m, const perf::SystemSpec& 
     fmt::print("no candidate fits\n");
     return 1;
   }
+  const bool live = framework && framework->options.allocator_retries;
+  if (live)
+    fmt::print("mem GiB: live memory, what must fit (PyTorch's caching allocator frees its cache and retries)\n");
   fmt::print("\n{:>3} {:<62} {:>7} {:>9} {:>6} {:>6} {:>8} {:>8} {:>8} {:>7}\n", "#", "config", "mem GiB",
              "tokens/s", "MFU%", "HFU%", "tp s", "pp s", "dp s", "bubble%");
   for (size_t i = 0; i < plan.ranked.size() && i < a.top; ++i) {
     const auto& c = plan.ranked[i];
     const auto& r = c.prediction;
     fmt::print("{:>3} {:<62} {:>7.1f} {:>9.4g} {:>6.1f} {:>6.1f} {:>8.3g} {:>8.3g} {:>8.3g} {:>7.1f}\n", i + 1,
-               tune::describe(c.config), gib(r.memory.total()), r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
-               r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
+               tune::describe(c.config), gib(live ? r.memory.required() : r.memory.total()), r.tokens_per_s,
+               100 * r.mfu, 100 * r.hfu, r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
   }
   fmt::print("\n{}\n", tune::why_best(plan));
   if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)

@@ -142,6 +142,9 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
              "  comm bufs  {:9.2f}\n  workspace  {:9.2f}\n  total      {:9.2f} of {:.1f}\n",
              gib(b.parameters), gib(b.gradients), gib(b.optimizer), gib(b.activations), gib(b.comm_buffers),
              gib(b.workspace), gib(b.total()), gib(r.memory_capacity));
+  if (framework && framework->options.allocator_retries)
+    fmt::print("  live       {:9.2f} (what must fit: PyTorch's caching allocator frees its cache and retries)\n",
+               gib(b.required()));
   auto pct = [&](double x) { return 100 * x / r.step_time_s; };
   fmt::print("\nstep time {:.4g} s (critical stage {})\n", r.step_time_s, r.critical_stage);
   fmt::print("  compute    {:10.4g} s {:5.1f}%\n  tp comm    {:10.4g} s {:5.1f}%\n  pp comm    {:10.4g} s {:5.1f}%\n"
