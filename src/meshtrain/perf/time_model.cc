@@ -419,7 +419,7 @@ class StepPricer {
     double backward_hidden = 0, backward_exposed = 0;
     framework_copies(numel, cc);
     if (p_.zero_stage >= 2) {
-      const double gbytes = o_.zero.reduce_in_model_dtype ? pbytes_ : 4;
+      const double gbytes = sharded_gradient_bytes();
       const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o_.zero.reduce_bucket_elements, 1);
       (o_.overlap_grad_reduce ? backward_hidden : backward_exposed) += rs;
       bytes += mb * dp_sent(Collective::reduce_scatter, numel * gbytes);
@@ -440,14 +440,18 @@ class StepPricer {
   // (ZeroRuntime::gather_copy_out, grad_copy_in): memory-bound passes over
   // the chunk's `numel` elements on the compute stream.
   void framework_copies(double numel, ChunkCost& cc) const {
-    const double gbytes = o_.zero.reduce_in_model_dtype ? pbytes_ : 4;
     if (p_.zero_stage >= 3 && o_.zero.gather_copy_out) {
       const double copy = pr_.memory(numel * 2 * pbytes_);
       cc.forward_compute_s += copy;
       cc.backward_compute_s += copy;
     }
-    if (p_.zero_stage >= 2 && o_.zero.grad_copy_in) cc.backward_compute_s += pr_.memory(numel * (pbytes_ + gbytes));
+    if (p_.zero_stage >= 2 && o_.zero.grad_copy_in)
+      cc.backward_compute_s += pr_.memory(numel * (pbytes_ + sharded_gradient_bytes()));
   }
+
+  // Bytes per gradient element a ZeRO-2/3 reduce-scatter moves: the model
+  // dtype where the framework reduces in it, else fp32.
+  double sharded_gradient_bytes() const { return o_.zero.reduce_in_model_dtype ? pbytes_ : 4; }
 
   // Bytes per gradient element the step-end reductions move: fp32 (Megatron's
   // main_grad, DeepSpeed's BF16_Optimizer), else the 16-bit gradients a
