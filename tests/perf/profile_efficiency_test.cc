@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +48,39 @@ TEST(SystemSpec, ProfileEfficiencyReplacesThePooledDataForThatProfileOnly) {
   // An efficiency above 1 is refused.
   j["profile_efficiency"]["megatron-lm-2021"]["flash_attention_efficiency"] = 1.5;
   EXPECT_THROW(j.get<perf::SystemSpec>().validate(), Error);
+}
+
+// The efficiencies are the device's and its kernels' (docs/PERFORMANCE-
+// MODEL.md, "Fitting the efficiency data"): every file of one efficiency
+// group carries the group's fitted point, interval and per-profile entries,
+// also a node type no published row names (the H200), so that none keeps a
+// hand-set point the fit has moved away from.
+TEST(SystemSpec, EveryFileOfAnEfficiencyGroupCarriesTheGroupsFittedPoint) {
+  std::map<std::string, std::vector<perf::SystemSpec>> groups;
+  for (const auto& e : std::filesystem::directory_iterator(MESHTRAIN_SOURCE_DIR "/configs/systems")) {
+    const perf::SystemSpec s = perf::load_system_spec(e.path().string());
+    if (!s.efficiency_group.empty()) groups[s.efficiency_group].push_back(s);
+  }
+  ASSERT_GE(groups.size(), 2u);
+  EXPECT_EQ(groups["gh100-sxm5"].size(), 4u);  // DGX H100, IBM's H100, Grand Teton's, the H200 node
+  for (const auto& [group, files] : groups) {
+    const perf::SystemSpec& a = files.front();
+    for (const perf::SystemSpec& b : files) {
+      SCOPED_TRACE(group + ": " + a.name + " and " + b.name);
+      EXPECT_EQ(b.compute.matmul_efficiency_bf16.points(), a.compute.matmul_efficiency_bf16.points());
+      EXPECT_DOUBLE_EQ(b.compute.flash_attention_efficiency, a.compute.flash_attention_efficiency);
+      EXPECT_DOUBLE_EQ(b.prediction_error, a.prediction_error);
+      EXPECT_GT(b.prediction_error, 0);
+      ASSERT_EQ(b.profile_efficiency.size(), a.profile_efficiency.size());
+      for (const auto& [profile, pa] : a.profile_efficiency) {
+        ASSERT_EQ(b.profile_efficiency.count(profile), 1u) << profile;
+        const perf::ProfileEfficiency& pb = b.profile_efficiency.at(profile);
+        EXPECT_EQ(pb.matmul_efficiency_bf16->points(), pa.matmul_efficiency_bf16->points()) << profile;
+        EXPECT_EQ(pb.flash_attention_efficiency, pa.flash_attention_efficiency) << profile;
+        EXPECT_DOUBLE_EQ(pb.prediction_error, pa.prediction_error) << profile;
+      }
+    }
+  }
 }
 
 const char* kHeader =
