@@ -78,7 +78,7 @@ TEST(Planner, FrameworkProfileSearchesOnlyWhatItRuns) {
     EXPECT_EQ(c.config.vpp, 1);
     EXPECT_FALSE(c.config.sequence_parallel);
     EXPECT_FALSE(c.config.flash_attention);
-    EXPECT_LE(c.config.zero_stage, 1);
+    if (c.config.pp > 1) EXPECT_LE(c.config.zero_stage, 1);  // DeepSpeed's pipeline engine
     EXPECT_NE(c.config.recompute, Recompute::selective);
     EXPECT_EQ(c.config.stage_partition, StagePartition::balanced);
     EXPECT_EQ(perf::unsupported_by(f, c.config, m.num_layers), "");
@@ -132,6 +132,17 @@ TEST(FrameworkProfile, UnsupportedLayoutsAreNamed) {
                   "sequence parallelism"));
   EXPECT_TRUE(
       has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.zero_stage = 3; }), 48), "ZeRO stage 0 or 1"));
+  // Without pipeline parallelism Megatron-DeepSpeed takes DeepSpeed's ZeRO-2/3,
+  // costed with DeepSpeed's own ZeRO runtime.
+  EXPECT_EQ(perf::unsupported_by(mds, with([](ParallelConfig& q) {
+                                   q.pp = 1;
+                                   q.zero_stage = 3;
+                                 }),
+                                 48),
+            "");
+  EXPECT_EQ(mds.options.zero.gather_calls_per_unit,
+            perf::framework_profile("deepspeed-zero3").options.zero.gather_calls_per_unit);
+  EXPECT_TRUE(mds.options.zero.reduce_in_model_dtype);
   EXPECT_TRUE(has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.flash_attention = true; }), 48), "flash"));
   EXPECT_TRUE(
       has(perf::unsupported_by(mds, with([](ParallelConfig& q) { q.first_stage_layers = 10; }), 48), "balances"));

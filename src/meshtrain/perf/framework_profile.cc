@@ -70,15 +70,16 @@ std::vector<FrameworkProfile> build() {
            "Megatron-LM v3.0 (Korthikanti et al. 2022): --sequence-parallel, --recompute-granularity selective, "
            "the column-parallel backward's collectives under its GEMMs (asynchronous by default); no "
            "distributed optimizer in the published runs, no flash attention (added 2023)"),
-      make("megatron-deepspeed-2021", "megatron-deepspeed", {false, false, false, false, false}, {0, 1}, none,
+      make("megatron-deepspeed-2021", "megatron-deepspeed", {false, false, false, false, false}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
-           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism; full activation checkpointing; "
+           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism (ZeRO-2/3, DeepSpeed's own, at PP 1); "
+           "full activation checkpointing; "
            "Megatron's 2021 tensor parallelism without sequence parallelism"),
-      make("megatron-deepspeed-2022", "megatron-deepspeed", {false, false, false, false, false}, {0, 1}, none,
+      make("megatron-deepspeed-2022", "megatron-deepspeed", {false, false, false, false, false}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed as BigScience trained BLOOM-176B (bigscience fork, March 2022 on): as "
            "megatron-deepspeed-2021, with bf16 through DeepSpeed's BF16_Optimizer (fp32 gradients of every "
            "parameter beside the 16-bit ones of the last backward, all-reduced in fp32 at the step end)"),
-      make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1}, none,
+      make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),
       make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3},
@@ -132,8 +133,9 @@ std::vector<FrameworkProfile> build() {
   // not divide are balanced with partition_balanced, not refused.
   // No pipeline parallelism: DeepSpeed runs ZeRO-2/3 only without its
   // PipelineEngine (its pipeline documentation: ZeRO-2 and ZeRO-3 are not
-  // supported with pipeline parallelism), and FairScale/PyTorch FSDP of 2022
-  // had no pipeline schedule (OPT-175B: FSDP with Megatron TP only).
+  // supported with pipeline parallelism; Megatron-DeepSpeed likewise takes
+  // ZeRO-2/3 only at PP 1, see unsupported_by), and FairScale/PyTorch FSDP of
+  // 2022 had no pipeline schedule (OPT-175B: FSDP with Megatron TP only).
   // DeepSpeed ZeRO-3 alone wraps a user's PyTorch model, which has no
   // tensor-parallel layers (Megatron's come with Megatron-DeepSpeed).
   for (FrameworkProfile& p : v) {
@@ -147,7 +149,11 @@ std::vector<FrameworkProfile> build() {
     if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
       p.options.layer_pass_overhead_s = 2e-3;
     if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
-    if (p.family == "megatron-deepspeed") p.stage_partition = StagePartition::balanced;
+    if (p.family == "megatron-deepspeed") {
+      p.stage_partition = StagePartition::balanced;
+      // Its ZeRO-2/3 (only without pipeline parallelism) is DeepSpeed's own.
+      p.options.zero = deepspeed;
+    }
     p.options.whole_logits = true;
     p.options.allocator_retries = true;  // every profile runs on PyTorch
     p.options.loss_bytes_per_logit = p.family == "megatron" || p.family == "megatron-deepspeed" ? 4
@@ -246,6 +252,8 @@ std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, i
   if (p.flash_attention && !f.flash_attention) return fmt::format("{} has no fused (flash) attention kernel", n);
   if (std::find(f.zero_stages.begin(), f.zero_stages.end(), p.zero_stage) == f.zero_stages.end())
     return fmt::format("{} runs ZeRO stage {} only", n, fmt::join(f.zero_stages, " or "));
+  if (f.family == "megatron-deepspeed" && p.pp > 1 && p.zero_stage >= 2)
+    return fmt::format("{} runs ZeRO stage 0 or 1 under pipeline parallelism (DeepSpeed's pipeline engine)", n);
   const bool first_last = p.first_stage_layers > 0 || p.last_stage_layers > 0;
   if (f.stage_partition == StagePartition::balanced && first_last)
     return fmt::format("{} balances the pipeline stages itself (no first/last stage layer counts)", n);
