@@ -78,7 +78,9 @@ TEST(Planner, FrameworkProfileSearchesOnlyWhatItRuns) {
     EXPECT_EQ(c.config.vpp, 1);
     EXPECT_FALSE(c.config.sequence_parallel);
     EXPECT_FALSE(c.config.flash_attention);
-    if (c.config.pp > 1) EXPECT_LE(c.config.zero_stage, 1);  // DeepSpeed's pipeline engine
+    if (c.config.pp > 1) {
+      EXPECT_LE(c.config.zero_stage, 1);  // DeepSpeed's pipeline engine
+    }
     EXPECT_NE(c.config.recompute, Recompute::selective);
     EXPECT_EQ(c.config.stage_partition, StagePartition::balanced);
     EXPECT_EQ(perf::unsupported_by(f, c.config, m.num_layers), "");

@@ -52,7 +52,7 @@ class CommBufferWalk {
  public:
   CommBufferWalk(const StageLayout& L, const ParallelConfig& p, double boundary_bytes, const ZeroRuntime& z)
       : L_(L), p_(p), z_(z), e_(p.bf16 ? 2 : 4), g_(z.reduce_in_model_dtype ? e_ : 4), boundary_(boundary_bytes),
-        gathered_(L.unit_numel.size(), false), grad_(L.unit_numel.size(), false) {}
+        sharded_(p.zero_stage >= 2), gathered_(L.unit_numel.size(), false), grad_(L.unit_numel.size(), false) {}
 
   double run(const std::vector<Action>& actions) {
     for (const Action& a : actions) {
@@ -62,6 +62,7 @@ class CommBufferWalk {
         case ActionKind::recv_forward: break;  // received into the stash
         case ActionKind::forward:
           if (!head) add(boundary_);  // the output, until its send completes
+          if (!sharded_) break;       // ZeRO-0/1: no per-unit buffers
           for (int u : c.embedding) gather(u);
           for (int u : c.embedding) release(u);
           for (int u : c.blocks) {
@@ -78,7 +79,7 @@ class CommBufferWalk {
         case ActionKind::send_forward: sub(boundary_); break;
         case ActionKind::recv_backward: add(boundary_); break;  // the output gradient
         case ActionKind::backward:
-          for (auto it = c.blocks.rbegin(); it != c.blocks.rend(); ++it) {
+          for (auto it = c.blocks.rbegin(); sharded_ && it != c.blocks.rend(); ++it) {
             gather(*it);
             begin_backward(*it);
             end_backward(*it);
@@ -143,6 +144,7 @@ class CommBufferWalk {
   const ParallelConfig& p_;
   const ZeroRuntime z_;
   const double e_, g_, boundary_;
+  const bool sharded_;  // ZeRO-2/3: gradients (and weights) held per unit
   std::vector<bool> gathered_, grad_;
   std::vector<double> pending_;  // bytes held by each reduction in flight
   double now_ = 0, peak_ = 0;
@@ -160,7 +162,9 @@ double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int
                                              : walk_length(p.schedule, p.pp, p.vpp, p.num_micro_batches());
   if (full_walk) mb = p.num_micro_batches();
   const Schedule& s = cache.schedule(p.schedule, p.pp, p.vpp, mb);
-  return CommBufferWalk(L, p, boundary, z).run(s.stages[stage]);
+  const PerfCache::CommBufferKey key{&L,          &s,   stage, boundary, p.zero_stage, p.bf16, p.dp, z.gather_elements,
+                                     z.reduce_bucket_elements, z.reduce_in_model_dtype, z.prefetch_units};
+  return cache.comm_buffer_peak(key, [&] { return CommBufferWalk(L, p, boundary, z).run(s.stages[stage]); });
 }
 
 double op_level_stash_bytes(const ModelConfig& m, const ParallelConfig& p) {

@@ -6,12 +6,13 @@
 // Layout is built per (model, TP, PP, VPP, DP, stage split, stage kind) and
 // summarized; schedules
 // are built once per (kind, PP, VPP, micro-batches); pipeline simulations
-// are memoized on their exact inputs. Thread-safe; entries live as long as
-// the cache.
+// and the communication-buffer walks of the memory model are memoized on
+// their exact inputs. Thread-safe; entries live as long as the cache.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,12 +55,20 @@ class PerfCache {
   // Memoized simulate(schedule(kind, ...), costs).
   const PipelineTimeline& timeline(ScheduleKind kind, int num_micro_batches, const PipelineCosts& costs);
 
+  // Memoized peak of one stage's communication buffers (memory_model.cc's
+  // walk), keyed on everything the walk reads: candidates that differ only
+  // in recompute or attention kernel share it.
+  using CommBufferKey = std::tuple<const StageLayout*, const Schedule*, int, double, int, bool, int, double, double,
+                                   bool, int>;  // stage, boundary bytes, ZeRO stage, bf16, DP, ZeroRuntime
+  double comm_buffer_peak(const CommBufferKey& key, const std::function<double()>& walk);
+
  private:
   using LayoutKey = std::tuple<std::vector<int64_t>, int>;
   std::mutex mu_;
   std::map<std::tuple<int, int, int, int>, std::unique_ptr<Schedule>> schedules_;
   std::map<LayoutKey, std::unique_ptr<StageLayout>> layouts_;
   std::map<std::vector<double>, std::unique_ptr<PipelineTimeline>> timelines_;
+  std::map<CommBufferKey, double> comm_buffer_peaks_;
 };
 
 }  // namespace meshtrain::perf
