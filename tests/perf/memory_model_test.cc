@@ -4,6 +4,9 @@
 // against the engine's measured peaks.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "meshtrain/model/activations.h"
 #include "meshtrain/model/layout.h"
 #include "meshtrain/perf/memory_model.h"
@@ -161,6 +164,49 @@ TEST(MemoryModel, CommBufferWalkReachesTheSteadyState) {
       EXPECT_EQ(peak_comm_buffer_bytes(m, p, s, cache), peak_comm_buffer_bytes(m, p, s, cache, /*full_walk=*/true))
           << schedule_name(c.kind) << " pp " << c.pp << " vpp " << c.vpp << " zero " << c.zero << " stage " << s;
   }
+}
+
+// The walks are memoized (PerfCache::comm_buffer_peak): one cache shared by
+// layouts that differ in what the walk reads (ZeRO stage, DP, dtype,
+// micro-batch, the framework's ZeRO runtime) returns what a fresh cache
+// computes for each, and recompute, which the walk does not read, shares it.
+TEST(MemoryModel, CommBufferWalksAreSharedOnlyWhereTheyAgree) {
+  const ModelConfig m = gpt(16, 64, 4, 32, 500);
+  ZeroRuntime deepspeed;
+  deepspeed.gather_elements = 3000;
+  deepspeed.reduce_bucket_elements = 2000;
+  deepspeed.reduce_in_model_dtype = true;
+  deepspeed.prefetch_units = 1;
+  ZeroRuntime no_prefetch = deepspeed, fp32_reduce = deepspeed, whole_units = deepspeed;
+  no_prefetch.prefetch_units = 0;
+  fp32_reduce.reduce_in_model_dtype = false;
+  whole_units.gather_elements = whole_units.reduce_bucket_elements = 0;
+  PerfCache shared;
+  std::vector<double> seen;
+  for (int zero : {3, 2, 1})
+    for (int dp : {2, 4})
+      for (int mb : {1, 2})
+        for (bool bf16 : {true, false})
+          for (const ZeroRuntime& z : {ZeroRuntime{}, deepspeed, no_prefetch, fp32_reduce, whole_units})
+            for (Recompute r : {Recompute::none, Recompute::full}) {
+              ParallelConfig p;
+              p.pp = 2;
+              p.dp = dp;
+              p.zero_stage = zero;
+              p.micro_batch_size = mb;
+              p.bf16 = bf16;
+              p.recompute = r;
+              p.global_batch_size = dp * mb * 8;
+              for (int s = 0; s < 2; ++s) {
+                PerfCache fresh;
+                const double want = peak_comm_buffer_bytes(m, p, s, fresh, false, z);
+                EXPECT_EQ(peak_comm_buffer_bytes(m, p, s, shared, false, z), want)
+                    << "zero " << zero << " dp " << dp << " mb " << mb << " bf16 " << bf16 << " stage " << s;
+                seen.push_back(want);
+              }
+            }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 8);  // the keys matter
 }
 
 TEST(MemoryModel, SchedulesHoldWhatTheyKeepInFlight) {
