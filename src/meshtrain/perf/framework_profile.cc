@@ -151,7 +151,8 @@ std::vector<FrameworkProfile> build() {
     if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
     if (p.family == "megatron-deepspeed") {
       p.stage_partition = StagePartition::balanced;
-      // Its ZeRO-2/3 (only without pipeline parallelism) is DeepSpeed's own.
+      // Its ZeRO-2/3, DeepSpeed's own, only without pipeline parallelism.
+      p.max_zero_stage_with_pipeline = 1;
       p.options.zero = deepspeed;
     }
     p.options.whole_logits = true;
@@ -252,8 +253,12 @@ std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, i
   if (p.flash_attention && !f.flash_attention) return fmt::format("{} has no fused (flash) attention kernel", n);
   if (std::find(f.zero_stages.begin(), f.zero_stages.end(), p.zero_stage) == f.zero_stages.end())
     return fmt::format("{} runs ZeRO stage {} only", n, fmt::join(f.zero_stages, " or "));
-  if (f.family == "megatron-deepspeed" && p.pp > 1 && p.zero_stage >= 2)
-    return fmt::format("{} runs ZeRO stage 0 or 1 under pipeline parallelism (DeepSpeed's pipeline engine)", n);
+  if (p.pp > 1 && p.zero_stage > f.max_zero_stage_with_pipeline) {
+    std::vector<int> allowed(f.max_zero_stage_with_pipeline + 1);
+    for (size_t z = 0; z < allowed.size(); ++z) allowed[z] = int(z);
+    return fmt::format("{} runs ZeRO stage {} under pipeline parallelism (DeepSpeed's pipeline engine)", n,
+                       fmt::join(allowed, " or "));
+  }
   const bool first_last = p.first_stage_layers > 0 || p.last_stage_layers > 0;
   if (f.stage_partition == StagePartition::balanced && first_last)
     return fmt::format("{} balances the pipeline stages itself (no first/last stage layer counts)", n);

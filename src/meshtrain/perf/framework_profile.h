@@ -43,6 +43,7 @@ struct FrameworkProfile {
   bool partial_recompute = true;
   bool flash_attention = true;
   std::vector<int> zero_stages{0, 1, 2, 3};
+  int max_zero_stage_with_pipeline = 3;  // DeepSpeed's pipeline engine: 1
   StagePartition stage_partition = StagePartition::even;
   PerfOptions options;
   std::string basis;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "meshtrain/model/activations.h"
 
@@ -62,31 +63,12 @@ class CommBufferWalk {
         case ActionKind::recv_forward: break;  // received into the stash
         case ActionKind::forward:
           if (!head) add(boundary_);  // the output, until its send completes
-          if (!sharded_) break;       // ZeRO-0/1: no per-unit buffers
-          for (int u : c.embedding) gather(u);
-          for (int u : c.embedding) release(u);
-          for (int u : c.blocks) {
-            gather(u);
-            release(u);
-          }
-          if (head) {
-            for (int u : c.head) gather(u);
-            for (int u : c.head) begin_backward(u);
-            for (int u : c.head) end_backward(u);
-            for (int u : c.head) release(u);
-          }
+          if (sharded_) forward_units(c, head);
           break;
         case ActionKind::send_forward: sub(boundary_); break;
         case ActionKind::recv_backward: add(boundary_); break;  // the output gradient
         case ActionKind::backward:
-          for (auto it = c.blocks.rbegin(); sharded_ && it != c.blocks.rend(); ++it) {
-            gather(*it);
-            begin_backward(*it);
-            end_backward(*it);
-            release(*it);
-          }
-          for (int u : c.embedding) begin_backward(u);
-          for (int u : c.embedding) end_backward(u);
+          if (sharded_) backward_units(c);
           if (!c.embedding.empty() && !head) sub(boundary_);  // no send: freed with the stash
           break;
         case ActionKind::send_backward:
@@ -99,6 +81,31 @@ class CommBufferWalk {
   }
 
  private:
+  // ZeRO-2/3 buffers of a chunk's forward (the head's backward runs in it)
+  // and of its backward.
+  void forward_units(const ChunkUnits& c, bool head) {
+    for (int u : c.embedding) gather(u);
+    for (int u : c.embedding) release(u);
+    for (int u : c.blocks) {
+      gather(u);
+      release(u);
+    }
+    if (!head) return;
+    for (int u : c.head) gather(u);
+    for (int u : c.head) begin_backward(u);
+    for (int u : c.head) end_backward(u);
+    for (int u : c.head) release(u);
+  }
+  void backward_units(const ChunkUnits& c) {
+    for (auto it = c.blocks.rbegin(); it != c.blocks.rend(); ++it) {
+      gather(*it);
+      begin_backward(*it);
+      end_backward(*it);
+      release(*it);
+    }
+    for (int u : c.embedding) begin_backward(u);
+    for (int u : c.embedding) end_backward(u);
+  }
   void add(double b) { peak_ = std::max(peak_, now_ += b); }
   void sub(double b) { now_ -= b; }
   double numel(int u) const { return double(L_.unit_numel[u]); }
@@ -164,7 +171,8 @@ double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int
   const Schedule& s = cache.schedule(p.schedule, p.pp, p.vpp, mb);
   const PerfCache::CommBufferKey key{&L,          &s,   stage, boundary, p.zero_stage, p.bf16, p.dp, z.gather_elements,
                                      z.reduce_bucket_elements, z.reduce_in_model_dtype, z.prefetch_units};
-  return cache.comm_buffer_peak(key, [&] { return CommBufferWalk(L, p, boundary, z).run(s.stages[stage]); });
+  if (const std::optional<double> peak = cache.comm_buffer_peak(key)) return *peak;
+  return cache.remember_comm_buffer_peak(key, CommBufferWalk(L, p, boundary, z).run(s.stages[stage]));
 }
 
 double op_level_stash_bytes(const ModelConfig& m, const ParallelConfig& p) {

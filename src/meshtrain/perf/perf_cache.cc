@@ -85,12 +85,13 @@ const PipelineTimeline& PerfCache::timeline(ScheduleKind kind, int m, const Pipe
   return *it->second;
 }
 
-double PerfCache::comm_buffer_peak(const CommBufferKey& key, const std::function<double()>& walk) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = comm_buffer_peaks_.find(key); it != comm_buffer_peaks_.end()) return it->second;
-  }
-  const double peak = walk();
+std::optional<double> PerfCache::comm_buffer_peak(const CommBufferKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = comm_buffer_peaks_.find(key); it != comm_buffer_peaks_.end()) return it->second;
+  return std::nullopt;
+}
+
+double PerfCache::remember_comm_buffer_peak(const CommBufferKey& key, double peak) {
   std::lock_guard<std::mutex> lock(mu_);
   comm_buffer_peaks_.try_emplace(key, peak);
   return peak;

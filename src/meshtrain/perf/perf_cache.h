@@ -12,10 +12,10 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -60,7 +60,8 @@ class PerfCache {
   // in recompute or attention kernel share it.
   using CommBufferKey = std::tuple<const StageLayout*, const Schedule*, int, double, int, bool, int, double, double,
                                    bool, int>;  // stage, boundary bytes, ZeRO stage, bf16, DP, ZeroRuntime
-  double comm_buffer_peak(const CommBufferKey& key, const std::function<double()>& walk);
+  std::optional<double> comm_buffer_peak(const CommBufferKey& key);
+  double remember_comm_buffer_peak(const CommBufferKey& key, double peak);  // returns peak
 
  private:
   using LayoutKey = std::tuple<std::vector<int64_t>, int>;
