@@ -29,7 +29,7 @@ namespace {
 struct PlanArgs {
   std::string model, system;
   int num_gpus = 0, global_batch_size = 0;
-  std::optional<int> seq_length, tp, pp, zero_stage, micro_batch_size;
+  std::optional<int> seq_length, tp, pp, cp, zero_stage, micro_batch_size;
   std::string recompute;  // empty: searched
   size_t top = 5;
   bool fp32 = false, json = false, no_partial_recompute = false;
@@ -47,35 +47,41 @@ void write_csv(std::ostream& out, const tune::Plan& plan) {
   out << "rank,tp,pp,vpp,dp,zero_stage,micro_batch_size,num_micro_batches,recompute,recompute_method,"
          "recompute_num_layers,sequence_parallel,flash_attention,fits,memory_total_bytes,step_time_s,tokens_per_s,"
          "model_tflops_per_gpu,hardware_tflops_per_gpu,mfu,bubble_fraction,compute_s,tp_comm_s,pp_comm_s,dp_comm_s,"
-         "bubble_s,optimizer_s\n";
+         "bubble_s,optimizer_s,cp,cp_comm_s\n";
   int rank = 0;
   for (const auto& c : plan.ranked) {
     const auto& p = c.config;
     const auto& r = c.prediction;
     out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.6g},{:.6g},{:.4g},{:.4g},{:.4f},{:.4f},"
-                       "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+                       "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{:.6g}\n",
                        ++rank, p.tp, p.pp, p.vpp, p.dp, p.zero_stage, p.micro_batch_size, p.num_micro_batches(),
                        recompute_name(p.recompute), recompute_method_name(p.recompute_method),
                        p.recompute_num_layers, p.sequence_parallel ? 1 : 0, p.flash_attention ? 1 : 0, r.fits ? 1 : 0,
                        r.memory.total(), r.step_time_s, r.tokens_per_s, r.model_tflops_per_gpu,
                        r.hardware_tflops_per_gpu, r.mfu, r.bubble_fraction, r.time.compute, r.time.tp_comm,
-                       r.time.pp_comm, r.time.dp_comm, r.time.bubble, r.time.optimizer);
+                       r.time.pp_comm, r.time.dp_comm, r.time.bubble, r.time.optimizer, p.cp, r.time.cp_comm);
   }
 }
 
 // The knobs the flags fix, the rest left to the search; narrowed to what
 // `framework` runs when one is given.
-tune::SearchSpace space_of(const PlanArgs& a, const perf::FrameworkProfile* framework) {
+tune::SearchSpace space_of(const PlanArgs& a, const ModelConfig& m, const perf::FrameworkProfile* framework) {
   tune::SearchSpace space;
   // Fixed knobs are checked here: a TP or PP of 0 would divide by zero.
   check(!a.tp || *a.tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", a.tp.value_or(0));
   check(!a.pp || *a.pp >= 1, "--pipeline-model-parallel-size must be at least 1 (got {})", a.pp.value_or(0));
+  check(!a.cp || *a.cp >= 1, "--context-parallel-size must be at least 1 (got {})", a.cp.value_or(0));
+  check(!a.cp || *a.cp == 1 || framework,
+        "--context-parallel-size {}: this project's engine runs no context parallelism; plan it as a framework "
+        "that does (--framework-profile megatron-core-2024 or torchtitan-2024)",
+        a.cp.value_or(1));
   check(!a.micro_batch_size || *a.micro_batch_size >= 1, "--micro-batch-size must be at least 1 (got {})",
         a.micro_batch_size.value_or(0));
   check(!a.zero_stage || (*a.zero_stage >= 0 && *a.zero_stage <= 3), "--zero-stage must be 0, 1, 2 or 3 (got {})",
         a.zero_stage.value_or(0));
   if (a.tp) space.tp = {*a.tp};
   if (a.pp) space.pp = {*a.pp};
+  if (a.cp) space.cp = {*a.cp};
   if (a.zero_stage) space.zero_stage = {*a.zero_stage};
   if (a.micro_batch_size) space.micro_batch_size = {*a.micro_batch_size};
   if (!a.recompute.empty()) space.recompute = {parse_recompute(a.recompute)};
@@ -96,7 +102,7 @@ tune::SearchSpace space_of(const PlanArgs& a, const perf::FrameworkProfile* fram
   space.bf16 = !a.fp32;
   space.partial_recompute = !a.no_partial_recompute && a.recompute.empty();
   if (framework) {
-    tune::restrict_to_framework(*framework, space);
+    tune::restrict_to_framework(*framework, space, m);
     space.framework = framework;
   }
   return space;
@@ -147,7 +153,7 @@ int run_plan(const PlanArgs& a) {
   perf::SystemSpec sys = perf::load_system_spec(a.system);
   perf::PerfOptions options = a.options;
   const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
-  const tune::SearchSpace space = space_of(a, framework);
+  const tune::SearchSpace space = space_of(a, m, framework);
   const Stopwatch watch;
   const tune::Plan plan = tune::plan(m, sys, a.num_gpus, a.global_batch_size, space, options);
   const double elapsed = watch.elapsed_s();
@@ -190,6 +196,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_option("--top", a->top, "Candidates to show (default 5)")->check(CLI::NonNegativeNumber);
   c->add_option("--tensor-model-parallel-size", a->tp, "Fix TP instead of searching it");
   c->add_option("--pipeline-model-parallel-size", a->pp, "Fix PP instead of searching it");
+  c->add_option("--context-parallel-size", a->cp,
+                "Fix CP instead of searching it (searched under a framework profile that has it)");
   c->add_option("--zero-stage", a->zero_stage, "Fix the ZeRO stage instead of searching it");
   c->add_option("--micro-batch-size", a->micro_batch_size, "Fix the micro-batch instead of searching it");
   c->add_option("--recompute-granularity", a->recompute, "Fix recompute (none, selective, full: every block) "

@@ -32,7 +32,7 @@ struct PredictArgs {
   StageFlags stages;
   int micro_batch_size = 1;
   std::optional<int> global_batch_size;
-  int tp = 1, pp = 1;
+  int tp = 1, pp = 1, cp = 1;
   std::optional<int> layers_per_virtual_stage;
   std::string schedule;
   bool sequence_parallel = false;
@@ -75,9 +75,14 @@ ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf:
   ParallelConfig p;
   p.tp = a.tp;
   p.pp = a.pp;
+  p.cp = a.cp;
   check(a.num_gpus > 0, "num-gpus must be positive (got {})", a.num_gpus);
-  // validate() names the constraint when the GPUs do not divide into TP x PP.
-  if (a.tp > 0 && a.pp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.pp));
+  check(a.cp == 1 || framework,
+        "--context-parallel-size {}: this project's engine runs no context parallelism; price it as a framework "
+        "that does (--framework-profile megatron-core-2024 or torchtitan-2024)",
+        a.cp);
+  // validate() names the constraint when the GPUs do not divide into TP x CP x PP.
+  if (a.tp > 0 && a.pp > 0 && a.cp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.cp * a.pp));
   apply_stage_flags(a.stages, a.layers_per_virtual_stage.has_value(), p);
   if (a.layers_per_virtual_stage) {
     const int n = *a.layers_per_virtual_stage;
@@ -126,9 +131,9 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
                       const perf::Prediction& r) {
   const auto& b = r.memory;
   const auto& t = r.time;
-  fmt::print("{} on {} x {} ({}): tp={} pp={} vpp={} dp={} zero={} mbs={} gbs={} micro-batches={} recompute={} "
-             "sp={} flash={} {}\n",
-             m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.pp, p.vpp, p.dp, p.zero_stage,
+  fmt::print("{} on {} x {} ({}): tp={} cp={} pp={} vpp={} dp={} zero={} mbs={} gbs={} micro-batches={} "
+             "recompute={} sp={} flash={} {}\n",
+             m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.cp, p.pp, p.vpp, p.dp, p.zero_stage,
              p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
              p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
   print_framework(framework);
@@ -153,14 +158,16 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
              pct(t.dp_comm), t.bubble, pct(t.bubble), t.optimizer, pct(t.optimizer));
   fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
   if (sys.prediction_error > 0)
+  if (p.cp > 1) fmt::print("  cp comm    {:10.4g} s {:5.1f}%\n", t.cp_comm, pct(t.cp_comm));
     fmt::print("  interval {:.4g} - {:.4g} tokens/s (+-{:.0f}%: this system's leave-one-source-out error)\n",
                r.tokens_per_s * (1 - sys.prediction_error), r.tokens_per_s * (1 + sys.prediction_error),
                100 * sys.prediction_error);
   fmt::print("  model TFLOP/s per GPU    {:.4g}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
   fmt::print("  hardware TFLOP/s per GPU {:.4g}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
   fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);
-  fmt::print("\ncommunication per GPU per step: tp {:.3g} GB, pp {:.3g} GB, dp {:.3g} GB\n", r.comm_bytes.tp / 1e9,
-             r.comm_bytes.pp / 1e9, r.comm_bytes.dp / 1e9);
+  fmt::print("\ncommunication per GPU per step: tp {:.3g} GB, pp {:.3g} GB, dp {:.3g} GB{}\n", r.comm_bytes.tp / 1e9,
+             r.comm_bytes.pp / 1e9, r.comm_bytes.dp / 1e9,
+             p.cp > 1 ? fmt::format(", cp {:.3g} GB", r.comm_bytes.cp / 1e9) : std::string());
 }
 
 int run_predict(const PredictArgs& a) {
@@ -199,6 +206,8 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--global-batch-size", a->global_batch_size, "Default: micro-batch-size x data-parallel size");
   c->add_option("--tensor-model-parallel-size", a->tp);
   c->add_option("--pipeline-model-parallel-size", a->pp);
+  c->add_option("--context-parallel-size", a->cp,
+                "Ranks each sequence is split over (Megatron-Core's; priced under a framework profile that has it)");
   c->add_option("--num-layers-per-virtual-pipeline-stage", a->layers_per_virtual_stage,
                 "Layers per model chunk (interleaved 1F1B)");
   add_stage_flags(c, a->stages, "Uneven pipeline stages", true);

@@ -212,7 +212,7 @@ TEST(ReportPage, PlanPageNamesTheFrameworkAndWhatItCannotRun) {
   const perf::FrameworkProfile& f = perf::framework_profile("megatron-deepspeed-2021");
   tune::SearchSpace space;
   space.sequence_parallel = {true};  // fixed: what Megatron-DeepSpeed 2021 lacks
-  tune::restrict_to_framework(f, space);
+  tune::restrict_to_framework(f, space, m);
   space.framework = &f;
   const tune::Plan plan = tune::plan(m, s, 64, 256, space, f.options);
   const std::string html = plan_html(m, s, 64, 256, space, plan, f.options);

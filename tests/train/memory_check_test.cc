@@ -7,6 +7,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/train/option_ranges.h"
+#include "meshtrain/train/trainer.h"
 
 namespace meshtrain {
 namespace {
@@ -107,6 +108,26 @@ TEST(OptionRanges, AcceptTheDefaultsAndRejectEachBadValue) {
     c.data_path = "/nonexistent/tokens.bin";
     c.eval_iters = 3;
   }));
+}
+
+}  // namespace
+}  // namespace meshtrain
+
+namespace meshtrain {
+namespace {
+
+// Context parallelism is a layout the performance model prices; the engine
+// refuses it with one line before anything is allocated.
+TEST(TrainOptions, TheEngineRefusesContextParallelism) {
+  TrainOptions o = options(2, 0);
+  o.parallel.cp = 2;
+  o.parallel.flash_attention = true;
+  try {
+    check_options(o, 4);
+    FAIL() << "cp 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("engine runs no context parallelism"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

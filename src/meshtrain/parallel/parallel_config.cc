@@ -66,20 +66,33 @@ void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   check(p.tp > 0, "tensor-model-parallel-size must be positive (got {})", p.tp);
   check(p.pp > 0, "pipeline-model-parallel-size must be positive (got {})", p.pp);
   check(p.dp > 0, "data-parallel size must be positive (got {})", p.dp);
+  check(p.cp > 0, "context-parallel size must be positive (got {})", p.cp);
   check(p.vpp > 0, "virtual pipeline chunks must be positive (got {})", p.vpp);
   check(p.micro_batch_size > 0, "micro-batch-size must be positive (got {})", p.micro_batch_size);
   check(p.global_batch_size > 0, "global-batch-size must be positive (got {})", p.global_batch_size);
   check(p.zero_stage >= 0 && p.zero_stage <= 3, "zero-stage must be 0, 1, 2 or 3 (got {})", p.zero_stage);
   // The products below are ints: none may wrap.
   constexpr int64_t kMax = INT32_MAX;
-  check(int64_t{p.tp} * p.pp * p.dp <= kMax, "tp {} x pp {} x dp {} ranks exceed {}", p.tp, p.pp, p.dp, kMax);
+  check(int64_t{p.tp} * p.cp * p.pp * p.dp <= kMax, "tp {} x cp {} x pp {} x dp {} ranks exceed {}", p.tp, p.cp, p.pp,
+        p.dp, kMax);
   check(int64_t{p.pp} * p.vpp <= kMax, "pp {} x virtual chunks {} exceed {}", p.pp, p.vpp, kMax);
   check(int64_t{p.micro_batch_size} * p.dp <= kMax, "micro-batch-size {} x data-parallel size {} exceeds {}",
         p.micro_batch_size, p.dp, kMax);
-  if (world > 0)
+  if (world > 0 && p.cp == 1)
     check(world % (p.tp * p.pp) == 0 && world == p.world(),
           "world size {} is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = {}",
           world, p.tp * p.pp);
+  if (world > 0 && p.cp > 1)
+    check(world % (p.tp * p.cp * p.pp) == 0 && world == p.world(),
+          "world size {} is not divisible by tensor-model-parallel-size x context-parallel-size x "
+          "pipeline-model-parallel-size = {}",
+          world, p.tp * p.cp * p.pp);
+  if (p.cp > 1) {
+    check(m.seq_length % (2 * p.cp) == 0,
+          "seq-length {} is not divisible by 2 x context-parallel-size = {} (two chunks a rank)", m.seq_length,
+          2 * p.cp);
+    check(p.flash_attention, "context parallelism needs flash attention (use-flash-attn)");
+  }
   check(m.num_attention_heads % p.tp == 0, "num-attention-heads {} is not divisible by tensor-model-parallel-size {}",
         m.num_attention_heads, p.tp);
   check(m.kv_heads() % p.tp == 0, "num-kv-heads {} is not divisible by tensor-model-parallel-size {}", m.kv_heads(),
@@ -110,6 +123,7 @@ void to_json(nlohmann::json& j, const ParallelConfig& p) {
   j = nlohmann::json{{"tensor_model_parallel_size", p.tp},
                      {"pipeline_model_parallel_size", p.pp},
                      {"data_parallel_size", p.dp},
+                     {"context_parallel_size", p.cp},
                      {"virtual_pipeline_chunks", p.vpp},
                      {"first_stage_layers", p.first_stage_layers},
                      {"last_stage_layers", p.last_stage_layers},
@@ -133,6 +147,7 @@ void from_json(const nlohmann::json& j, ParallelConfig& p) {
   p.tp = j.at("tensor_model_parallel_size").get<int>();
   p.pp = j.at("pipeline_model_parallel_size").get<int>();
   p.dp = j.at("data_parallel_size").get<int>();
+  p.cp = j.value("context_parallel_size", 1);
   p.vpp = j.value("virtual_pipeline_chunks", 1);
   p.first_stage_layers = j.value("first_stage_layers", 0);
   p.last_stage_layers = j.value("last_stage_layers", 0);

@@ -1,6 +1,8 @@
 // ParallelConfig: how a model is split over ranks and how a step is run.
-// world = PP x DP x TP, ranks ordered as Megatron orders them (TP fastest,
-// then DP, then PP), so a TP group sits inside one node.
+// world = PP x DP x CP x TP, ranks ordered as Megatron orders them (TP
+// fastest, then CP, then DP, then PP), so a TP group sits inside one node.
+// Context parallelism (CP > 1) is a layout the performance model prices
+// (perf/context_parallel.h); the engine runs CP 1.
 #pragma once
 
 #include <string>
@@ -42,6 +44,10 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  // Context parallelism: every sequence split over `cp` ranks, which hold
+  // the same weights and reduce their gradients together (Megatron-Core's
+  // --context-parallel-size, its data-parallel group "with CP").
+  int cp = 1;
   int vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
   // Uneven pipeline stages (parallel/stage_layers.h): transformer layers of
   // the first and of the last stage, 0 = their even share (Megatron-LM's
@@ -62,7 +68,7 @@ struct ParallelConfig {
   bool bf16 = false;
   bool flash_attention = true;  // engine: always tiled; cost model: either
 
-  int world() const { return tp * pp * dp; }
+  int world() const { return tp * cp * pp * dp; }
   // Whether the layers are split otherwise than num_layers / pp per stage.
   bool uneven_stages() const {
     return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer ||
@@ -72,7 +78,8 @@ struct ParallelConfig {
   int num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
 };
 
-// Where one rank sits in the mesh.
+// Where one rank sits in the mesh of a CP 1 layout (the engine's; the
+// performance model places CP ranks as DP ranks, perf/context_parallel.h).
 struct RankCoord {
   int tp = 0, dp = 0, pp = 0;
 };
@@ -87,7 +94,9 @@ inline RankCoord coord_of(const ParallelConfig& p, int rank) {
 // (stage_layers.h: by default divisible by PP x VPP);
 // global batch divisible by micro-batch x DP; micro-batches a multiple of PP
 // for the interleaved schedule; sequence divisible by TP with sequence
-// parallelism. `world`, when positive, must equal TP x PP x DP.
+// parallelism; with CP > 1, the sequence divisible by 2 x CP (two chunks a
+// rank, Megatron-Core's causal load balancing) and flash attention.
+// `world`, when positive, must equal TP x CP x PP x DP.
 void validate(const ModelConfig& m, const ParallelConfig& p, int world = 0);
 
 void to_json(nlohmann::json& j, const ParallelConfig& p);

@@ -142,6 +142,11 @@ std::vector<FrameworkProfile> build() {
     if (p.name == "deepspeed-zero3" || p.name == "fsdp-2022" || p.family == "llm-foundry") p.pipeline = false;
     if (p.name == "deepspeed-zero3" || p.family == "llm-foundry") p.tensor_parallel = false;
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
+    // Context parallelism: Megatron-Core's --context-parallel-size (ring
+    // attention through TransformerEngine, 2024) and torchtitan's
+    // experimental context_parallel (ring attention over DTensor, Liang et
+    // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
+    p.context_parallel = p.name == "megatron-core-2024" || p.name == "torchtitan-2024";
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
     // Megatron-LM's asynchronous column-parallel backward, default since v3.0
     // (2022; the SC21 runs predate it).
@@ -241,6 +246,7 @@ std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, i
   const std::string& n = f.name;
   if (p.tp > 1 && !f.tensor_parallel) return fmt::format("{} has no tensor parallelism", n);
   if (p.pp > 1 && !f.pipeline) return fmt::format("{} has no pipeline parallelism", n);
+  if (p.cp > 1 && !f.context_parallel) return fmt::format("{} has no context parallelism", n);
   if (p.vpp > 1 && !f.interleaving) return fmt::format("{} has no interleaved schedule (virtual pipeline stages)", n);
   if (p.sequence_parallel && p.tp > 1 && !f.sequence_parallel) return fmt::format("{} has no sequence parallelism", n);
   if (!p.sequence_parallel && p.tp > 1 && f.sequence_parallel_always)

@@ -42,6 +42,7 @@ struct FrameworkProfile {
   bool selective_recompute = true;
   bool partial_recompute = true;
   bool flash_attention = true;
+  bool context_parallel = false;  // Megatron-Core 2024 and torchtitan 2024: ring attention over CP ranks
   std::vector<int> zero_stages{0, 1, 2, 3};
   int max_zero_stage_with_pipeline = 3;  // DeepSpeed's pipeline engine: 1
   StagePartition stage_partition = StagePartition::even;

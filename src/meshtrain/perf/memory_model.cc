@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "meshtrain/model/activations.h"
+#include "meshtrain/perf/context_parallel.h"
 
 namespace meshtrain::perf {
 
@@ -224,6 +225,14 @@ double framework_logits_extra(const ModelConfig& m, const ParallelConfig& p, con
   return std::max(0.0, whole - double(head_logits_rows(m, p)) * cols * e);
 }
 
+// Ring attention's receive buffers (cost view, CP > 1): the K and V chunk
+// in flight beside the one in hand, and backward their gradients too.
+double ring_kv_bytes(const ModelConfig& m, const ParallelConfig& p) {
+  if (p.cp == 1) return 0;
+  const double chunk = 2.0 * p.micro_batch_size * m.seq_length * m.kv_heads() * m.head_dim() / p.tp * (p.bf16 ? 2 : 4);
+  return 4 * chunk;
+}
+
 // Activations of a stage's rank: the stash of the micro-batches in flight
 // (each tensor 64-byte aligned), the step's token ids and targets, and one
 // block's working set.
@@ -259,14 +268,13 @@ double stage_activations(const ModelConfig& m, const ParallelConfig& p, const St
   // as full recompute does.
   ParallelConfig wp = p;
   if (op_level) wp.recompute = Recompute::full;
-  const double working = double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores;
+  const double working = double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores + ring_kv_bytes(m, p);
   return stash + batch + working + (has_head ? framework_logits_extra(m, p, o) : 0.0);
 }
 
-}  // namespace
-
-MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
-                         PerfCache& cache, const PerfOptions& o) {
+// stage_memory of a cost view.
+MemoryBytes view_stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
+                              PerfCache& cache, const PerfOptions& o) {
   const StageLayout& L = cache.stage_layout(m, p, stage);
   MemoryBytes b;
   model_state(L, p, o, b);
@@ -275,6 +283,15 @@ MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const Sy
   b.fragmentation = sys.memory.fragmentation * (b.activations + b.comm_buffers);
   b.workspace = sys.memory.reserved_bytes + b.fragmentation;
   return b;
+}
+
+}  // namespace
+
+MemoryBytes stage_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys, int stage,
+                         PerfCache& cache, const PerfOptions& o) {
+  if (p.cp == 1) return view_stage_memory(m, p, sys, stage, cache, o);
+  const CostView v = cost_view(m, p);
+  return view_stage_memory(v.model, v.parallel, sys, stage, cache, o);
 }
 
 MemoryEstimate estimate_memory(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& sys,

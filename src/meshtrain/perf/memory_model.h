@@ -72,6 +72,11 @@ struct MemoryEstimate {
   bool fits() const { return (allocator_retries ? worst.required() : worst.total()) <= capacity; }
 };
 
+// A CP layout (p.cp > 1) is priced through its cost view
+// (context_parallel.h): per-token memory is one CP rank's share, ZeRO state
+// is sharded over DP x CP, and each block adds the K and V chunks its ring
+// attention receives.
+//
 // Memory of stage s alone.
 // `o` describes the framework (perf_options.h): its ZeRO runtime and, with
 // o.op_level_selective, what selective recompute keeps (op_level_stash());
@@ -121,6 +126,7 @@ double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int num_micro_batche
 // engine's caps the gathered weights at z.gather_elements (plus
 // z.prefetch_units more units while gathering), each gradient held and
 // reduced at z.reduce_bucket_elements, in the model dtype where it says so.
+// A CP layout must be passed as its cost view (stage_memory does so).
 double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int stage, PerfCache& cache,
                               bool full_walk = false, const ZeroRuntime& z = {});
 

@@ -106,6 +106,7 @@ TimeBreakdown stage_breakdown(const StepCosts& sc, const StageTimeline& t, int s
     const ChunkCost& cc = sc.chunk(st, c);
     b.compute += mb * (cc.forward_compute_s + cc.backward_compute_s);
     b.tp_comm += mb * (cc.forward_tp_s + cc.backward_tp_s);
+    b.cp_comm += mb * (cc.forward_cp_s + cc.backward_cp_s);
     b.dp_comm += mb * (cc.forward_dp_s + cc.backward_dp_s);
   }
   b.dp_comm += (e.reduce_end_s - t.finish_s) + e.gather_s;
@@ -188,6 +189,7 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
     r.comm_bytes.tp = std::max(r.comm_bytes.tp, sc.tp_bytes[st]);
     r.comm_bytes.pp = std::max(r.comm_bytes.pp, sc.pp_bytes[st]);
     r.comm_bytes.dp = std::max(r.comm_bytes.dp, sc.dp_bytes[st]);
+    r.comm_bytes.cp = std::max(r.comm_bytes.cp, sc.cp_bytes[st]);
   }
   set_rates(r, m, p, s, num_gpus);
   return r;
@@ -219,9 +221,11 @@ void to_json(nlohmann::json& j, const Prediction& p) {
                        {"tp_comm", p.time.tp_comm},
                        {"pp_comm", p.time.pp_comm},
                        {"dp_comm", p.time.dp_comm},
+                       {"cp_comm", p.time.cp_comm},
                        {"bubble", p.time.bubble},
                        {"optimizer", p.time.optimizer}}},
-                     {"comm_bytes_per_gpu", {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}}}};
+                     {"comm_bytes_per_gpu",
+                      {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}, {"cp", p.comm_bytes.cp}}}};
 }
 
 }  // namespace meshtrain::perf

@@ -30,11 +30,12 @@ struct TimeBreakdown {
   double dp_comm = 0;    // exposed data-parallel / ZeRO collectives
   double bubble = 0;     // pipeline idle
   double optimizer = 0;  // the optimizer step
-  double total() const { return compute + tp_comm + pp_comm + dp_comm + bubble + optimizer; }
+  double cp_comm = 0;    // exposed context-parallel K/V exchange
+  double total() const { return compute + tp_comm + pp_comm + dp_comm + bubble + optimizer + cp_comm; }
 };
 
 struct CommBytes {
-  double tp = 0, pp = 0, dp = 0;  // bytes one rank sends per step (most loaded stage per dimension)
+  double tp = 0, pp = 0, dp = 0, cp = 0;  // bytes one rank sends per step (most loaded stage per dimension)
 };
 
 struct Prediction {

@@ -6,6 +6,7 @@
 #include "meshtrain/model/activations.h"
 #include "meshtrain/perf/collective.h"
 #include "meshtrain/model/flops.h"
+#include "meshtrain/perf/context_parallel.h"
 
 namespace meshtrain::perf {
 
@@ -98,11 +99,14 @@ struct Pricer {
   double block_gemm_backward() const {
     return block_gemms([this](double r, double i, double c) { return gemm_backward(r, i, c); });
   }
+  // Keys each query attends over: the whole sequence (under CP, the cost
+  // view's seq_length is one rank's share of it).
+  double keys() const { return double(m.seq_length) * p.cp; }
   double attention_forward() const {
-    const double full = attention_core_flops_per_token(m) * n / t;
+    const double full = attention_core_flops_per_token(m) * p.cp * n / t;
     if (p.flash_attention) {
       // A causal kernel skips the blocks above the diagonal (128-wide tiles).
-      const double tiles = std::max(1.0, double(m.seq_length) / 128);
+      const double tiles = std::max(1.0, keys() / 128);
       const double executed = full * (tiles + 1) / (2 * tiles);
       return executed / (peak() * s.compute.flash_attention_efficiency) + s.compute.kernel_overhead_s;
     }
@@ -217,9 +221,25 @@ struct Pricer {
     return (t > 1 && p.sequence_parallel) ? 2 * tp_sent(Collective::all_gather, n * h * e) : 0;
   }
 
+  // One block pass's K and V round the CP ring: the rank's chunk of K and V
+  // (forward), and with their gradients (backward), sent cp - 1 times, each
+  // step under the attention of the chunk in hand; the ring is as fast as
+  // its slowest hop (the one across nodes where the group spans them).
+  double kv_chunk_bytes() const { return 2 * n * double(m.kv_heads()) * m.head_dim() / t * e; }
+  double kv_ring(bool backward) const {
+    if (p.cp == 1) return 0;
+    const double bytes = (backward ? 2 : 1) * kv_chunk_bytes();
+    const int first = rank_of(p, {0, 0, 0}), second = rank_of(p, {0, 1, 0}), last = rank_of(p, {0, p.cp - 1, 0});
+    const double hop = std::max(p2p_time(s, bytes, first, second), p2p_time(s, bytes, last, first));
+    const double attention = (backward ? attention_backward() : attention_forward()) / p.cp;
+    return (p.cp - 1) * std::max(hop - attention, 0.0);
+  }
+  double kv_ring_bytes(bool backward) const { return (p.cp - 1) * (backward ? 2 : 1) * kv_chunk_bytes(); }
+
   struct Block {
     ChunkCost cost;   // dp fields unused here
     double tp_bytes;  // sent per micro-batch
+    double cp_bytes;
   };
   Block block(bool recomputed) const {
     const double gf = block_gemm_forward(), gb = block_gemm_backward();
@@ -242,6 +262,9 @@ struct Pricer {
     b.cost.backward_compute_s = bwd_compute;
     b.cost.backward_tp_s = bwd_tp;
     b.tp_bytes = bytes;
+    b.cost.forward_cp_s = kv_ring(false);
+    b.cost.backward_cp_s = kv_ring(true) + (recomputed ? kv_ring(false) : 0);
+    b.cp_bytes = kv_ring_bytes(false) + kv_ring_bytes(true) + (recomputed ? kv_ring_bytes(false) : 0);
     return b;
   }
 
@@ -299,6 +322,8 @@ ChunkCost add(ChunkCost a, const ChunkCost& b, double times = 1) {
   a.backward_compute_s += times * b.backward_compute_s;
   a.backward_tp_s += times * b.backward_tp_s;
   a.backward_dp_s += times * b.backward_dp_s;
+  a.forward_cp_s += times * b.forward_cp_s;
+  a.backward_cp_s += times * b.backward_cp_s;
   return a;
 }
 
@@ -336,6 +361,7 @@ class StepPricer {
     r.tp_bytes.assign(p_.pp, 0.0);
     r.pp_bytes.assign(p_.pp, 0.0);
     r.dp_bytes.assign(p_.pp, 0.0);
+    r.cp_bytes.assign(p_.pp, 0.0);
     transfers(r);
     // Stages differ only as first, middle or last (also in their layers).
     const StageLayout* kinds[3] = {&cache_.stage_layout(m_, p_, 0),
@@ -370,6 +396,7 @@ class StepPricer {
     auto add_block = [&](const Pricer::Block& b) {
       all.cost = add(all.cost, b.cost);
       all.tp_bytes += b.tp_bytes;
+      all.cp_bytes += b.cp_bytes;
     };
     for (int i = 0; i < layers; ++i) add_block(block_is_recomputed(p_, i, layers) ? recomputed_ : plain_);
     if (v == 0) add_block(emb_);
@@ -480,7 +507,7 @@ class StepPricer {
 
   void stage(int st, const StageLayout& L, StepCosts& r) const {
     const int mb = p_.num_micro_batches();
-    double tp_bytes = 0, dp_bytes = 0;
+    double tp_bytes = 0, dp_bytes = 0, cp_bytes = 0;
     int sends = 0;
     for (int c = 0; c < p_.vpp; ++c) {
       const int v = c * p_.pp + st;
@@ -493,6 +520,7 @@ class StepPricer {
       cc.backward_compute_s += s_.compute.action_overhead_s;
       r.chunks[size_t(st) * p_.vpp + c] = cc;
       tp_bytes += mb * blocks.tp_bytes;
+      cp_bytes += mb * blocks.cp_bytes;
     }
     if (p_.zero_stage == 1 || p_.zero_stage == 2) {
       r.param_gather_s[st] = dp_time(Collective::all_gather, double(L.numel) * pbytes_);
@@ -503,6 +531,7 @@ class StepPricer {
     r.optimizer_s[st] = pr_.memory(shard * (p_.bf16 ? 34 : 32));
     r.tp_bytes[st] = tp_bytes;
     r.dp_bytes[st] = dp_bytes;
+    r.cp_bytes[st] = cp_bytes;
     r.pp_bytes[st] = double(mb) * sends * boundary_;
   }
 
@@ -532,7 +561,9 @@ class StepPricer {
 
 StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
                      PerfCache& cache) {
-  return StepPricer(m, p, s, o, cache).run();
+  if (p.cp == 1) return StepPricer(m, p, s, o, cache).run();
+  const CostView v = cost_view(m, p);
+  return StepPricer(v.model, v.parallel, s, o, cache).run();
 }
 
 }  // namespace meshtrain::perf

@@ -43,6 +43,11 @@
 //   PP: each boundary moves micro-batch x seq x hidden / TP per rank (each
 //       TP rank its slice; without sequence parallelism the receiver
 //       all-gathers it over TP).
+//   CP: each block pass sends its K and V round the CP ring (Megatron-Core's
+//       TransformerEngine ring attention): cp - 1 steps of the rank's K and
+//       V chunk forward, and of K, V and their gradients backward, each step
+//       under the attention of the chunk in hand: exposed = (cp - 1) x
+//       max(step - attention / cp, 0). The ring runs at its slowest hop.
 //   DP: ZeRO-2 reduce-scatters each chunk's gradients after every micro-
 //       batch's backward, ZeRO-3 also all-gathers its parameters before each
 //       forward and backward; one call per unit (block, embedding, head), or
@@ -72,10 +77,10 @@ namespace meshtrain::perf {
 
 // One micro-batch through one model chunk on one rank, by where time goes.
 struct ChunkCost {
-  double forward_compute_s = 0, forward_tp_s = 0, forward_dp_s = 0;
-  double backward_compute_s = 0, backward_tp_s = 0, backward_dp_s = 0;
-  double forward_s() const { return forward_compute_s + forward_tp_s + forward_dp_s; }
-  double backward_s() const { return backward_compute_s + backward_tp_s + backward_dp_s; }
+  double forward_compute_s = 0, forward_tp_s = 0, forward_dp_s = 0, forward_cp_s = 0;
+  double backward_compute_s = 0, backward_tp_s = 0, backward_dp_s = 0, backward_cp_s = 0;
+  double forward_s() const { return forward_compute_s + forward_tp_s + forward_dp_s + forward_cp_s; }
+  double backward_s() const { return backward_compute_s + backward_tp_s + backward_dp_s + backward_cp_s; }
 };
 
 // Everything one step costs, per stage.
@@ -89,12 +94,13 @@ struct StepCosts {
   std::vector<double> optimizer_s;                // [stage]
   double embedding_sync_s = 0;                    // tied embedding gradients, stage 0 and pp-1
   // Bytes each rank of a stage sends per step, by parallel dimension.
-  std::vector<double> tp_bytes, pp_bytes, dp_bytes;  // [stage]
+  std::vector<double> tp_bytes, pp_bytes, dp_bytes, cp_bytes;  // [stage]
 
   const ChunkCost& chunk(int stage, int c) const { return chunks[stage * vpp + c]; }
 };
 
-// The config must be valid (validate(m, p, world)).
+// The config must be valid (validate(m, p, world)); a CP layout is priced
+// through its cost view (context_parallel.h).
 StepCosts step_costs(const ModelConfig& m, const ParallelConfig& p, const SystemSpec& s, const PerfOptions& o,
                      PerfCache& cache);
 

@@ -106,12 +106,12 @@ void heat_map(HtmlPage& page, const tune::Plan& plan, const std::map<std::pair<i
 void breakdown_chart(HtmlPage& page, const tune::Plan& plan, size_t top) {
   json labels = json::array();
   std::map<std::string, json> parts;
-  const char* const names[] = {"compute", "tp comm", "pp comm", "dp comm", "bubble", "optimizer"};
+  const char* const names[] = {"compute", "tp comm", "cp comm", "pp comm", "dp comm", "bubble", "optimizer"};
   for (size_t i = 0; i < plan.ranked.size() && i < top; ++i) {
     const perf::TimeBreakdown& t = plan.ranked[i].prediction.time;
     labels.push_back(fmt::format("#{}", i + 1));
-    const double v[] = {t.compute, t.tp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
-    for (int k = 0; k < 6; ++k) parts[names[k]].push_back(v[k]);
+    const double v[] = {t.compute, t.tp_comm, t.cp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
+    for (int k = 0; k < 7; ++k) parts[names[k]].push_back(v[k]);
   }
   json series = json::array();
   for (const char* n : names) series.push_back({{"name", n}, {"type", "bar"}, {"stack", "t"}, {"data", parts[n]}});

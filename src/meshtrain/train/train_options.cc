@@ -45,6 +45,10 @@ void check_options(const TrainOptions& o, int world_size) {
   namespace fs = std::filesystem;
   ParallelConfig p = o.parallel;
   validate(o.model, p, world_size);
+  check(p.cp == 1,
+        "context-parallel-size {}: the engine runs no context parallelism (the performance model prices it "
+        "under a framework profile that has it)",
+        p.cp);
   check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
   check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
   check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);

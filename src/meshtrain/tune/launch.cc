@@ -154,6 +154,7 @@ std::string megatron_args(const LaunchSpec& s) {
   }
   if (p.sequence_parallel) a.push_back("--sequence-parallel");
   if (p.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
+  if (p.cp > 1) a.insert(a.end(), {"--context-parallel-size", std::to_string(p.cp)});
   if (p.recompute == Recompute::full) {
     const bool block = p.recompute_method == RecomputeMethod::block;
     a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", block ? "block" : "uniform",
@@ -178,6 +179,10 @@ const std::vector<std::string>& emit_kinds() {
 }
 
 std::string emit(const LaunchSpec& s, const std::string& kind) {
+  check(kind == "megatron" || s.parallel.cp == 1,
+        "--emit {}: this project's engine runs no context parallelism (context-parallel-size {}); --emit megatron "
+        "prints it",
+        kind, s.parallel.cp);
   if (kind == "train") return train_command(s) + "\n";
   if (kind == "slurm-frontier") return slurm_script(s, "frontier");
   if (kind == "slurm-dgx") return slurm_script(s, "dgx");

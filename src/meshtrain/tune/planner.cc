@@ -134,6 +134,7 @@ std::string describe(const ParallelConfig& p) {
   std::string d = fmt::format("tp={} pp={} vpp={} dp={} zero={} mbs={} recompute={} sp={} flash={}", p.tp, p.pp,
                               p.vpp, p.dp, p.zero_stage, p.micro_batch_size, rc, p.sequence_parallel ? "on" : "off",
                               p.flash_attention ? "on" : "off");
+  if (p.cp > 1) d += fmt::format(" cp={}", p.cp);
   if (p.first_stage_layers > 0) d += fmt::format(" first={}", p.first_stage_layers);
   if (p.last_stage_layers > 0) d += fmt::format(" last={}", p.last_stage_layers);
   if (p.stage_counting != StageCounting::transformer) d += fmt::format(" stages={}", stage_counting_name(p.stage_counting));
@@ -162,7 +163,8 @@ std::string why_best(const Plan& plan) {
   };
   std::vector<Diff> diffs = {{"compute", y.compute - x.compute},   {"tp_comm", y.tp_comm - x.tp_comm},
                              {"pp_comm", y.pp_comm - x.pp_comm},   {"dp_comm", y.dp_comm - x.dp_comm},
-                             {"bubble", y.bubble - x.bubble},      {"optimizer", y.optimizer - x.optimizer}};
+                             {"bubble", y.bubble - x.bubble},      {"optimizer", y.optimizer - x.optimizer},
+                             {"cp_comm", y.cp_comm - x.cp_comm}};
   std::sort(diffs.begin(), diffs.end(), [](const Diff& u, const Diff& v) { return std::fabs(u.d) > std::fabs(v.d); });
   std::vector<std::string> knobs;
   const ParallelConfig &p = a.config, &q = b.config;
@@ -171,6 +173,7 @@ std::string why_best(const Plan& plan) {
   };
   differ("tp", p.tp, q.tp);
   differ("pp", p.pp, q.pp);
+  differ("cp", p.cp, q.cp);
   differ("vpp", p.vpp, q.vpp);
   differ("stages", stage_counting_name(p.stage_counting), stage_counting_name(q.stage_counting));
   differ("first-stage-layers", p.first_stage_layers, q.first_stage_layers);

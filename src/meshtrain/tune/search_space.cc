@@ -34,9 +34,19 @@ const std::vector<T>& or_default(const std::vector<T>& given, const std::vector<
   return given.empty() ? all : given;
 }
 
+// Context-parallel sizes worth planning: powers of two that split each
+// sequence into 2 x cp equal chunks of at least 512 tokens.
+std::vector<int> cp_candidates(const ModelConfig& m) {
+  std::vector<int> cps = {1};
+  for (int cp = 2; cp <= 32 && m.seq_length / cp >= 1024; cp *= 2)
+    if (m.seq_length % (2 * cp) == 0) cps.push_back(cp);
+  return cps;
+}
+
 }  // namespace
 
-void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp) {
+void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp, const ModelConfig& m) {
+  if (sp.cp.empty()) sp.cp = f.context_parallel ? cp_candidates(m) : std::vector<int>{1};
   if (!f.tensor_parallel && sp.tp.empty()) sp.tp = {1};
   if (!f.pipeline && sp.pp.empty()) sp.pp = {1};
   if (!f.interleaving && sp.vpp.empty()) sp.vpp = {1};
@@ -49,67 +59,70 @@ void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp) {
   sp.stage_partition = perf::partition_under(f, sp.first_stage_layers, sp.last_stage_layers, sp.stage_partition);
 }
 
-std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs,
-                                      int max_tp) {
+std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs, int max_tp) {
   std::vector<ParallelConfig> out;
   const auto tps = or_default(sp.tp, divisors(num_gpus, max_tp));
   const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
-  const auto recs = or_default(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective,
-                                                                     Recompute::full});
+  const auto recs =
+      or_default(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
   const auto flashes = or_default(sp.flash_attention, std::vector<bool>{true, false});
-  for (int tp : tps) {
-    // Uneven splits need not divide the layers by pp: validate() decides.
-    const auto pps = or_default(sp.pp, sp.uneven_stages() ? divisors(num_gpus / tp, m.num_layers)
-                                                          : divisors(m.num_layers, m.num_layers));
-    for (int pp : pps) {
-      if (num_gpus % (tp * pp) != 0) continue;
-      const int dp = num_gpus / (tp * pp);
-      // The stage splits: as given, and searched ones.
-      std::vector<StageCounting> countings = {sp.stage_counting};
-      if (sp.search_stage_splits && pp > 1 && sp.stage_counting == StageCounting::transformer &&
-          sp.first_stage_layers == 0 && sp.last_stage_layers == 0)
-        countings.push_back(StageCounting::embedding_head);
-      const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
-      std::vector<int> mbss;
-      for (int b = 1; b <= 16; b *= 2)
-        if (per_dp % b == 0) mbss.push_back(b);
-      // Sequence parallelism splits the TP group's work: none without TP.
-      const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
-                              : std::vector<bool>{false};
-      for (StageCounting counting : countings) {
-        const std::vector<int> vpps = vpp_candidates(m, sp, pp, counting);
-        for (int vpp : or_default(sp.vpp, vpps))
-          for (int mbs : or_default(sp.micro_batch_size, mbss))
-            for (int zero : zeros)
-              for (Recompute rc : recs)
-                for (bool seqp : sps)
-                  for (bool flash : flashes) {
-                    ParallelConfig p;
-                    p.tp = tp;
-                    p.pp = pp;
-                    p.dp = dp;
-                    p.vpp = vpp;
-                    p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
-                    p.zero_stage = zero;
-                    p.micro_batch_size = mbs;
-                    p.global_batch_size = gbs;
-                    p.recompute = rc;
-                    if (rc == Recompute::full && sp.recompute_num_layers > 0) {
-                      p.recompute_method = RecomputeMethod::block;
-                      p.recompute_num_layers = sp.recompute_num_layers;
+  const std::vector<int> cps = sp.cp.empty() ? std::vector<int>{1} : sp.cp;
+  for (int tp : tps)
+    for (int cp : cps) {
+      if (num_gpus % (tp * cp) != 0) continue;
+      // Uneven splits need not divide the layers by pp: validate() decides.
+      const auto pps = or_default(sp.pp, sp.uneven_stages() ? divisors(num_gpus / (tp * cp), m.num_layers)
+                                                            : divisors(m.num_layers, m.num_layers));
+      for (int pp : pps) {
+        if (num_gpus % (tp * cp * pp) != 0) continue;
+        const int dp = num_gpus / (tp * cp * pp);
+        // The stage splits: as given, and searched ones.
+        std::vector<StageCounting> countings = {sp.stage_counting};
+        if (sp.search_stage_splits && pp > 1 && sp.stage_counting == StageCounting::transformer &&
+            sp.first_stage_layers == 0 && sp.last_stage_layers == 0)
+          countings.push_back(StageCounting::embedding_head);
+        const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
+        std::vector<int> mbss;
+        for (int b = 1; b <= 16; b *= 2)
+          if (per_dp % b == 0) mbss.push_back(b);
+        // Sequence parallelism splits the TP group's work: none without TP.
+        const auto sps =
+            tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true}) : std::vector<bool>{false};
+        for (StageCounting counting : countings) {
+          const std::vector<int> vpps = vpp_candidates(m, sp, pp, counting);
+          for (int vpp : or_default(sp.vpp, vpps))
+            for (int mbs : or_default(sp.micro_batch_size, mbss))
+              for (int zero : zeros)
+                for (Recompute rc : recs)
+                  for (bool seqp : sps)
+                    for (bool flash : flashes) {
+                      ParallelConfig p;
+                      p.tp = tp;
+                      p.pp = pp;
+                      p.cp = cp;
+                      p.dp = dp;
+                      p.vpp = vpp;
+                      p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+                      p.zero_stage = zero;
+                      p.micro_batch_size = mbs;
+                      p.global_batch_size = gbs;
+                      p.recompute = rc;
+                      if (rc == Recompute::full && sp.recompute_num_layers > 0) {
+                        p.recompute_method = RecomputeMethod::block;
+                        p.recompute_num_layers = sp.recompute_num_layers;
+                      }
+                      p.sequence_parallel = seqp;
+                      p.flash_attention = flash;
+                      p.bf16 = sp.bf16;
+                      p.first_stage_layers = sp.first_stage_layers;
+                      p.last_stage_layers = sp.last_stage_layers;
+                      p.stage_counting = counting;
+                      p.stage_partition = sp.stage_partition;
+                      out.push_back(p);
                     }
-                    p.sequence_parallel = seqp;
-                    p.flash_attention = flash;
-                    p.bf16 = sp.bf16;
-                    p.first_stage_layers = sp.first_stage_layers;
-                    p.last_stage_layers = sp.last_stage_layers;
-                    p.stage_counting = counting;
-                    p.stage_partition = sp.stage_partition;
-                    out.push_back(p);
-                  }
+        }
       }
     }
-  }
   return out;
 }
 

@@ -1,7 +1,12 @@
 // SearchSpace: the values each knob of a parallel configuration may take in
 // a plan. An empty list means "every value the planner considers":
 //   tp:          divisors of the GPU count up to the devices of one node
-//   pp:          divisors of the layer count (with tp x pp dividing the GPUs)
+//   pp:          divisors of the layer count (with tp x cp x pp dividing the
+//                GPUs)
+//   cp:          1 (the engine has no context parallelism); under a
+//                framework that has it (restrict_to_framework), also the
+//                powers of two up to 32 that leave each rank at least 1,024
+//                tokens of a sequence in two equal chunks
 //   vpp:         1 (1F1B) and every divisor > 1 of the layers per stage
 //                (interleaved 1F1B); with the embedding and the head
 //                counted as layers, every v > 1 with pp x v dividing the
@@ -24,7 +29,7 @@
 //                (Megatron-DeepSpeed; the same stages as Megatron-LM's
 //                first = last = (layers + 2) / pp - 1). Where the split is
 //                not even, pp takes every value up to the layer count.
-// DP is what remains: GPUs / (tp x pp). Every combination is listed;
+// DP is what remains: GPUs / (tp x cp x pp). Every combination is listed;
 // validate() decides which are valid.
 #pragma once
 
@@ -37,7 +42,7 @@
 namespace meshtrain::tune {
 
 struct SearchSpace {
-  std::vector<int> tp, pp, vpp, zero_stage, micro_batch_size;
+  std::vector<int> tp, pp, cp, vpp, zero_stage, micro_batch_size;
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel, flash_attention;
   bool bf16 = true;
@@ -63,7 +68,7 @@ struct SearchSpace {
 // (perf/framework_profile.h), and takes its stage partition where the
 // space has the default one (even, no first/last counts). Knobs fixed in `space` are kept: the planner
 // drops candidates the framework cannot run (SearchSpace::framework).
-void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& space);
+void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& space, const ModelConfig& m);
 
 // Every combination (valid or not) for `num_gpus` ranks and a global batch,
 // with at most `max_tp` as the default tensor-parallel sizes.

@@ -147,12 +147,15 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || s.tp.empty() || s.pp.empty(), "tp {} x pp {} does not divide num_gpus {}",
         f.tp, f.pp, p.num_gpus);
-  const int cp = count(t, r, "cp").value_or(1);
-  check(cp == 1, "column cp: context parallelism (cp {}) is not modeled", cp);
-  f.dp = std::max(1, p.num_gpus / (f.tp * f.pp));
+  // A blank cp is no context parallelism: tables that use it say so.
+  f.cp = count(t, r, "cp").value_or(1);
+  s.cp = {f.cp};
+  check(f.cp >= 1 && p.num_gpus % (f.tp * f.cp * f.pp) == 0, "tp {} x cp {} x pp {} does not divide num_gpus {}", f.tp,
+        f.cp, f.pp, p.num_gpus);
+  f.dp = std::max(1, p.num_gpus / (f.tp * f.cp * f.pp));
   if (auto dp = count(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
-    check(int64_t(*dp) * f.tp * f.pp == p.num_gpus, "dp {} x tp {} x pp {} is not num_gpus {}", *dp, f.tp, f.pp,
-          p.num_gpus);
+    check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
+          f.tp, f.cp, f.pp, p.num_gpus);
 }
 
 // Column micro_batch, or grad_accum where the mesh is published.
@@ -212,7 +215,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
 // sets its overlaps and ZeRO runtime; published knobs stay as published.
 void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   SearchSpace& s = p.space;
-  restrict_to_framework(f, s);  // a blank knob is an open list
+  restrict_to_framework(f, s, p.model);  // a blank knob is an open list
   p.fallback.stage_partition = s.stage_partition;
   p.options = f.options;
   if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();

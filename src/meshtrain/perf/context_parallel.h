@@ -1,0 +1,34 @@
+// Context parallelism (CP) as the performance model prices it.
+//
+// cost_view(m, p) returns the model and layout the memory and time models
+// price for a layout with CP > 1, and returns them unchanged for CP 1. In
+// the view:
+//   - seq_length is the tokens one CP rank holds of each sequence (seq /
+//     cp), so everything priced per token (matmuls, norms, activations,
+//     pipeline sends, the loss, TP collectives) is one rank's share;
+//   - dp counts the CP ranks (dp x cp): they hold the same weights and
+//     reduce gradients and shard ZeRO state together, next to each other in
+//     the rank order (TP, CP, DP, PP), as Megatron-Core's data-parallel group
+//     "with CP" does; the global batch is cp times the layout's, so that each
+//     rank runs the layout's micro-batches per step;
+//   - cp stays: attention runs over the keys of the whole sequence
+//     (seq_length x cp, causal, two chunks a rank so that every rank does the
+//     same share), and a block's K and V go round the CP ring
+//     (time_model.cc: Pricer::kv_ring).
+// Rates (tokens and FLOPs per step) come from the layout itself. Apply the
+// view once, at the memory and time models' entry points.
+#pragma once
+
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/parallel/parallel_config.h"
+
+namespace meshtrain::perf {
+
+struct CostView {
+  ModelConfig model;
+  ParallelConfig parallel;
+};
+
+CostView cost_view(const ModelConfig& m, const ParallelConfig& p);
+
+}  // namespace meshtrain::perf
