@@ -102,20 +102,25 @@ int run_validate(const ValidateArgs& a) {
     for (const auto& f : fits.systems) {
       nlohmann::json profiles = nlohmann::json::object();
       for (const auto& [name, p] : f.profiles)
-        profiles[name] = {{"emax", p.point.emax}, {"flash_attention_efficiency", p.point.flash}, {"rows", p.rows},
+        profiles[name] = {{"emax", p.point.emax},
+                          {"flash_attention_efficiency", p.point.flash},
+                          {"elementwise_efficiency", p.point.elementwise},
+                          {"rows", p.rows},
                           {"cv_abs_error", p.cv_abs_error}};
       j.push_back({{"system", f.system}, {"emax", f.best.emax}, {"flash_attention_efficiency", f.best.flash},
+                   {"elementwise_efficiency", f.best.elementwise},
                    {"rows", f.errors.rows}, {"median_abs_error", f.errors.median_abs_error},
                    {"max_abs_error", f.errors.max_abs_error}, {"cv_abs_error", f.cv_abs_error},
                    {"profiles", profiles}});
       if (a.json) continue;
-      fmt::print("{:<14} {:>3} rows: emax {:.2f}, flash {:.2f}: in-sample median {:.1f}%, max {:.1f}%; "
-                 "held-out 80th percentile {:.1f}%\n",
-                 f.system, f.errors.rows, f.best.emax, f.best.flash, 100 * f.errors.median_abs_error,
+      fmt::print("{:<14} {:>3} rows: emax {:.2f}, flash {:.2f}, elementwise {:.2f}: in-sample median {:.1f}%, "
+                 "max {:.1f}%; held-out 80th percentile {:.1f}%\n",
+                 f.system, f.errors.rows, f.best.emax, f.best.flash, f.best.elementwise,
+                 100 * f.errors.median_abs_error,
                  100 * f.errors.max_abs_error, 100 * f.cv_abs_error);
       for (const auto& [name, p] : f.profiles)
-        fmt::print("  profile {:<24} {:>3} rows: emax {:.2f}, flash {:.2f}\n", name, p.rows, p.point.emax,
-                   p.point.flash);
+        fmt::print("  profile {:<24} {:>3} rows: emax {:.2f}, flash {:.2f}, elementwise {:.2f}\n", name, p.rows,
+                   p.point.emax, p.point.flash, p.point.elementwise);
     }
     if (a.json) std::cout << nlohmann::json{{"shrinkage", std::isinf(fits.shrinkage) ? nlohmann::json("inf")
                                                                                     : nlohmann::json(fits.shrinkage)},

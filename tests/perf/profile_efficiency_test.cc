@@ -31,20 +31,23 @@ TEST(SystemSpec, ProfileEfficiencyReplacesThePooledDataForThatProfileOnly) {
   j["profile_efficiency"] = nlohmann::json::object();  // only the entry below
   j["profile_efficiency"]["megatron-lm-2021"] = {
       {"matmul_efficiency_bf16", {{128, 0.3}, {4096, 0.6}}}, {"flash_attention_efficiency", 0.33},
-      {"cv_abs_error", 0.07}};
+      {"elementwise_efficiency", 0.45}, {"cv_abs_error", 0.07}};
   const perf::SystemSpec s = j.get<perf::SystemSpec>();
   s.validate();
   const perf::SystemSpec a = s.for_profile("megatron-lm-2021");
   EXPECT_DOUBLE_EQ(a.compute.matmul_efficiency_bf16(4096), 0.6);
   EXPECT_DOUBLE_EQ(a.compute.flash_attention_efficiency, 0.33);
+  EXPECT_DOUBLE_EQ(a.memory.elementwise_efficiency, 0.45);
   EXPECT_DOUBLE_EQ(a.prediction_error, 0.07);
   EXPECT_TRUE(a.profile_efficiency.empty());
   const perf::SystemSpec b = s.for_profile("fsdp-2022");
   EXPECT_DOUBLE_EQ(b.compute.matmul_efficiency_bf16(4096), s.compute.matmul_efficiency_bf16(4096));
   EXPECT_DOUBLE_EQ(b.prediction_error, s.prediction_error);
+  EXPECT_DOUBLE_EQ(b.memory.elementwise_efficiency, s.memory.elementwise_efficiency);
   // Written back as read.
   const nlohmann::json again = s;
   EXPECT_DOUBLE_EQ(again["profile_efficiency"]["megatron-lm-2021"]["cv_abs_error"].get<double>(), 0.07);
+  EXPECT_DOUBLE_EQ(again["profile_efficiency"]["megatron-lm-2021"]["elementwise_efficiency"].get<double>(), 0.45);
   // An efficiency above 1 is refused.
   j["profile_efficiency"]["megatron-lm-2021"]["flash_attention_efficiency"] = 1.5;
   EXPECT_THROW(j.get<perf::SystemSpec>().validate(), Error);
@@ -69,6 +72,7 @@ TEST(SystemSpec, EveryFileOfAnEfficiencyGroupCarriesTheGroupsFittedPoint) {
       SCOPED_TRACE(group + ": " + a.name + " and " + b.name);
       EXPECT_EQ(b.compute.matmul_efficiency_bf16.points(), a.compute.matmul_efficiency_bf16.points());
       EXPECT_DOUBLE_EQ(b.compute.flash_attention_efficiency, a.compute.flash_attention_efficiency);
+      EXPECT_DOUBLE_EQ(b.memory.elementwise_efficiency, a.memory.elementwise_efficiency);
       EXPECT_DOUBLE_EQ(b.prediction_error, a.prediction_error);
       EXPECT_GT(b.prediction_error, 0);
       ASSERT_EQ(b.profile_efficiency.size(), a.profile_efficiency.size());
@@ -77,6 +81,7 @@ TEST(SystemSpec, EveryFileOfAnEfficiencyGroupCarriesTheGroupsFittedPoint) {
         const perf::ProfileEfficiency& pb = b.profile_efficiency.at(profile);
         EXPECT_EQ(pb.matmul_efficiency_bf16->points(), pa.matmul_efficiency_bf16->points()) << profile;
         EXPECT_EQ(pb.flash_attention_efficiency, pa.flash_attention_efficiency) << profile;
+        EXPECT_EQ(pb.elementwise_efficiency, pa.elementwise_efficiency) << profile;
         EXPECT_DOUBLE_EQ(pb.prediction_error, pa.prediction_error) << profile;
       }
     }

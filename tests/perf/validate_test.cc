@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <sstream>
 #include <string>
 
@@ -119,8 +120,8 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 4.8%, max 31.1%; BigScience's 72-layer sweep ranked at Spearman
-// 0.78, its 78-layer one, balanced over 12 stages where it is pipelined so, at
+// (median 3.5%, max 31.1%; BigScience's 72-layer sweep ranked at Spearman
+// 0.81, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
@@ -143,7 +144,7 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const std::vector<SweepRank> sweeps = sweep_rankings(cv.held_out);
   ASSERT_EQ(sweeps.size(), 3u);
   EXPECT_EQ(sweeps[0].layouts, 20);
-  EXPECT_GE(sweeps[0].spearman, 0.65);
+  EXPECT_GE(sweeps[0].spearman, 0.8);
   EXPECT_EQ(sweeps[1].layouts, 8);
   EXPECT_GE(sweeps[1].spearman, 0.8);
   // The runs on 256 to 12,288 GPUs, held out: their fall in throughput with
@@ -153,6 +154,15 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   EXPECT_EQ(sweeps[2].source, "jiang2024-megascale");
   EXPECT_EQ(sweeps[2].layouts, 8);
   EXPECT_GE(sweeps[2].spearman, 0.8);
+  // Llama 3's 131K-token context-parallel run, held out: attention is half
+  // its step, so it holds the fitted attention efficiency to what long
+  // sequences do (16.5% slow while the per-token costs the model does not
+  // list had only the attention term to go into).
+  for (const RowResult& r : cv.held_out.rows)
+    if (r.id == "llama3-405b-131072-cp16") {
+      EXPECT_EQ(r.config.cp, 16);
+      EXPECT_LE(std::fabs(r.error), 0.10);
+    }
   for (const SourceFold& f : cv.sources)
     if (f.source == "jiang2024-megascale") {
       EXPECT_EQ(f.errors.rows, 12);

@@ -225,7 +225,10 @@ void to_json(nlohmann::json& j, const Prediction& p) {
                        {"bubble", p.time.bubble},
                        {"optimizer", p.time.optimizer}}},
                      {"comm_bytes_per_gpu",
-                      {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}, {"cp", p.comm_bytes.cp}}}};
+                      {{"tp", p.comm_bytes.tp},
+                       {"pp", p.comm_bytes.pp},
+                       {"dp", p.comm_bytes.dp},
+                       {"cp", p.comm_bytes.cp}}}};
 }
 
 }  // namespace meshtrain::perf

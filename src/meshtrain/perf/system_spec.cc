@@ -127,6 +127,7 @@ void SystemSpec::validate() const {
     if (e.matmul_efficiency_bf16) check_efficiency(*e.matmul_efficiency_bf16, name, what + " bf16 matmul");
     if (e.flash_attention_efficiency)
       check_efficiency(Curve(*e.flash_attention_efficiency), name, what + " flash attention");
+    if (e.elementwise_efficiency) check_efficiency(Curve(*e.elementwise_efficiency), name, what + " elementwise");
     check(e.prediction_error >= 0 && e.prediction_error < 1, "system {}: {}: cv_abs_error must be in [0, 1) (got {})",
           name, what, e.prediction_error);
   }
@@ -140,6 +141,7 @@ SystemSpec SystemSpec::for_profile(const std::string& profile) const {
   const ProfileEfficiency& e = it->second;
   if (e.matmul_efficiency_bf16) s.compute.matmul_efficiency_bf16 = *e.matmul_efficiency_bf16;
   if (e.flash_attention_efficiency) s.compute.flash_attention_efficiency = *e.flash_attention_efficiency;
+  if (e.elementwise_efficiency) s.memory.elementwise_efficiency = *e.elementwise_efficiency;
   if (e.prediction_error > 0) s.prediction_error = e.prediction_error;
   return s;
 }
@@ -225,6 +227,7 @@ ProfileEfficiency read_profile_efficiency(const nlohmann::json& v) {
   if (v.contains("matmul_efficiency_bf16")) e.matmul_efficiency_bf16 = v.at("matmul_efficiency_bf16").get<Curve>();
   if (v.contains("flash_attention_efficiency"))
     e.flash_attention_efficiency = v.at("flash_attention_efficiency").get<double>();
+  if (v.contains("elementwise_efficiency")) e.elementwise_efficiency = v.at("elementwise_efficiency").get<double>();
   get(v, "cv_abs_error", e.prediction_error);
   return e;
 }
@@ -300,6 +303,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
     nlohmann::json v = nlohmann::json::object();
     if (e.matmul_efficiency_bf16) v["matmul_efficiency_bf16"] = *e.matmul_efficiency_bf16;
     if (e.flash_attention_efficiency) v["flash_attention_efficiency"] = *e.flash_attention_efficiency;
+    if (e.elementwise_efficiency) v["elementwise_efficiency"] = *e.elementwise_efficiency;
     if (e.prediction_error > 0) v["cv_abs_error"] = e.prediction_error;
     j["profile_efficiency"][profile] = v;
   }

@@ -89,10 +89,12 @@ struct ComputeSpec {
 // runs and shrunk toward the system's pooled fit (docs/PERFORMANCE-MODEL.md,
 // "Fitting the efficiency data"). JSON, in "profile_efficiency": {"<profile>":
 // {"matmul_efficiency_bf16": curve, "flash_attention_efficiency": x,
-// "cv_abs_error": e}}; a field left out keeps the system's value.
+// "elementwise_efficiency": y, "cv_abs_error": e}}; a field left out keeps
+// the system's value.
 struct ProfileEfficiency {
   std::optional<Curve> matmul_efficiency_bf16;
   std::optional<double> flash_attention_efficiency;
+  std::optional<double> elementwise_efficiency;
   double prediction_error = 0;  // as SystemSpec::prediction_error, over the profile's rows; 0: the system's
 };
 

@@ -1,12 +1,17 @@
 // Fitted and cross-validated accuracy of the published-run validation.
 //
 // The efficiency fit (docs/PERFORMANCE-MODEL.md, "Fitting the efficiency
-// data"): two parameters per system on a grid, everything else in the system
-// file fixed:
+// data"): three parameters per system on a grid, everything else in the
+// system file fixed:
 //   emax   the matmul efficiency curve eff(d) = emax x d / (d + 128) over
 //          the smallest GEMM dimension, tabulated at d = 32 ... 16384;
 //          0.40 ... 0.90 by 0.05;
-//   flash  flash_attention_efficiency, 0.15 ... 0.7.
+//   flash  flash_attention_efficiency, 0.15 ... 0.7: cost per token that
+//          grows with the sequence (attention over it);
+//   elementwise  elementwise_efficiency (of HBM bandwidth, the memory-bound
+//          passes), 0.3, 0.45, 0.6, 0.7: cost per token that does not.
+// Each stands for what the model does not list of its kind, so that a
+// per-token cost is not carried by a term that grows with the sequence.
 // The objective over the fitted rows is the mean squared log ratio
 // log(predicted / reported)^2 (as `tune --calibrate` fits trials): a ratio
 // metric, symmetric in over- and under-prediction. (It replaced mean squared
@@ -53,7 +58,7 @@
 namespace meshtrain::tune {
 
 struct EfficiencyPoint {
-  double emax = 0, flash = 0;
+  double emax = 0, flash = 0, elementwise = 0.7;
 };
 
 std::vector<EfficiencyPoint> efficiency_grid();
