@@ -156,9 +156,9 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
              "  dp comm    {:10.4g} s {:5.1f}%\n  bubble     {:10.4g} s {:5.1f}%\n  optimizer  {:10.4g} s {:5.1f}%\n",
              t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.dp_comm,
              pct(t.dp_comm), t.bubble, pct(t.bubble), t.optimizer, pct(t.optimizer));
+  if (p.cp > 1) fmt::print("  cp comm    {:10.4g} s {:5.1f}%\n", t.cp_comm, pct(t.cp_comm));
   fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
   if (sys.prediction_error > 0)
-  if (p.cp > 1) fmt::print("  cp comm    {:10.4g} s {:5.1f}%\n", t.cp_comm, pct(t.cp_comm));
     fmt::print("  interval {:.4g} - {:.4g} tokens/s (+-{:.0f}%: this system's leave-one-source-out error)\n",
                r.tokens_per_s * (1 - sys.prediction_error), r.tokens_per_s * (1 + sys.prediction_error),
                100 * sys.prediction_error);

@@ -62,3 +62,36 @@ TEST(FrameworkProfileCli, PredictMatchesValidateOfTheSameRow) {
 }
 
 }  // namespace
+
+namespace {
+
+// Standard output of `meshtrain <args>` as text.
+std::string run_text(const std::string& args) {
+  const fs::path out = fs::temp_directory_path() / ("mt-profile-" + std::to_string(getpid()) + ".txt");
+  const std::string cmd = std::string(MESHTRAIN_BINARY) + " " + args + " >" + out.string() + " 2>/dev/null";
+  if (std::system(cmd.c_str()) != 0) return "";
+  std::stringstream ss;
+  ss << std::ifstream(out).rdbuf();
+  fs::remove(out);
+  return ss.str();
+}
+
+// The text report: a CP line under the step's breakdown only with CP; the
+// throughput interval only where the system file states its error.
+TEST(FrameworkProfileCli, PredictTextShowsCpCommAndTheIntervalWhereTheyApply) {
+  const std::string cp = run_text(
+      "predict --model llama3-8b --seq-length 32768 --max-position-embeddings 32768 --system dgx-h100 "
+      "--num-gpus 8 --tensor-model-parallel-size 2 --context-parallel-size 4 --global-batch-size 4 --bf16 "
+      "--use-flash-attn --sequence-parallel --zero-stage 1 --recompute-granularity full "
+      "--framework-profile megatron-core-2024");
+  ASSERT_FALSE(cp.empty());
+  EXPECT_NE(cp.find("  cp comm "), std::string::npos) << cp;
+  EXPECT_NE(cp.find("  interval "), std::string::npos) << cp;
+  EXPECT_LT(cp.find("  cp comm "), cp.find("throughput")) << cp;
+  const std::string local = run_text("predict --model tiny --system local --num-gpus 2 --tensor-model-parallel-size 2");
+  ASSERT_FALSE(local.empty());
+  EXPECT_EQ(local.find("  cp comm "), std::string::npos) << local;
+  EXPECT_EQ(local.find("  interval "), std::string::npos) << local;
+}
+
+}  // namespace
