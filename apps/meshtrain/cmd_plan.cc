@@ -71,10 +71,7 @@ tune::SearchSpace space_of(const PlanArgs& a, const ModelConfig& m, const perf::
   check(!a.tp || *a.tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", a.tp.value_or(0));
   check(!a.pp || *a.pp >= 1, "--pipeline-model-parallel-size must be at least 1 (got {})", a.pp.value_or(0));
   check(!a.cp || *a.cp >= 1, "--context-parallel-size must be at least 1 (got {})", a.cp.value_or(0));
-  check(!a.cp || *a.cp == 1 || framework,
-        "--context-parallel-size {}: this project's engine runs no context parallelism; plan it as a framework "
-        "that does (--framework-profile megatron-core-2024 or torchtitan-2024)",
-        a.cp.value_or(1));
+  check_context_parallel_flag(a.cp.value_or(1), framework);
   check(!a.micro_batch_size || *a.micro_batch_size >= 1, "--micro-batch-size must be at least 1 (got {})",
         a.micro_batch_size.value_or(0));
   check(!a.zero_stage || (*a.zero_stage >= 0 && *a.zero_stage <= 3), "--zero-stage must be 0, 1, 2 or 3 (got {})",

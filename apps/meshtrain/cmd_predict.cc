@@ -77,10 +77,7 @@ ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf:
   p.pp = a.pp;
   p.cp = a.cp;
   check(a.num_gpus > 0, "num-gpus must be positive (got {})", a.num_gpus);
-  check(a.cp == 1 || framework,
-        "--context-parallel-size {}: this project's engine runs no context parallelism; price it as a framework "
-        "that does (--framework-profile megatron-core-2024 or torchtitan-2024)",
-        a.cp);
+  check_context_parallel_flag(a.cp, framework);
   // validate() names the constraint when the GPUs do not divide into TP x CP x PP.
   if (a.tp > 0 && a.pp > 0 && a.cp > 0) p.dp = std::max(1, a.num_gpus / (a.tp * a.cp * a.pp));
   apply_stage_flags(a.stages, a.layers_per_virtual_stage.has_value(), p);

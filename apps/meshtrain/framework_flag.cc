@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "meshtrain/core/error.h"
+
 namespace meshtrain::cli {
 
 void add_framework_flag(CLI::App* cmd, std::string& name) {
@@ -25,6 +27,16 @@ const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf
   options = o;
   sys = sys.for_profile(f.name);
   return &f;
+}
+
+void check_context_parallel_flag(int cp, const perf::FrameworkProfile* f) {
+  if (cp == 1 || f) return;  // a profile without CP refuses it by name (unsupported_by)
+  std::string with;
+  for (const perf::FrameworkProfile& p : perf::framework_profiles())
+    if (p.context_parallel) with += (with.empty() ? "" : " or ") + p.name;
+  throw Error(fmt::format("--context-parallel-size {}: this project's engine runs no context parallelism; price it "
+                          "as a framework that does (--framework-profile {})",
+                          cp, with));
 }
 
 void print_framework(const perf::FrameworkProfile* f) {

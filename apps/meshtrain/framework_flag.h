@@ -27,6 +27,11 @@ void add_framework_flag(CLI::App* cmd, std::string& name);
 const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf::PerfOptions& options,
                                                    perf::SystemSpec& sys);
 
+// --context-parallel-size CP beside --framework-profile: CP > 1 is priced only
+// as a framework runs it (this project's engine has no context parallelism);
+// throws Error naming the profiles that have it otherwise.
+void check_context_parallel_flag(int cp, const perf::FrameworkProfile* f);
+
 // "as NAME runs it: BASIS" on standard output; nothing for nullptr.
 void print_framework(const perf::FrameworkProfile* f);
 

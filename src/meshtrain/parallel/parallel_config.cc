@@ -78,15 +78,10 @@ void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   check(int64_t{p.pp} * p.vpp <= kMax, "pp {} x virtual chunks {} exceed {}", p.pp, p.vpp, kMax);
   check(int64_t{p.micro_batch_size} * p.dp <= kMax, "micro-batch-size {} x data-parallel size {} exceeds {}",
         p.micro_batch_size, p.dp, kMax);
-  if (world > 0 && p.cp == 1)
-    check(world % (p.tp * p.pp) == 0 && world == p.world(),
-          "world size {} is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = {}",
-          world, p.tp * p.pp);
-  if (world > 0 && p.cp > 1)
+  if (world > 0)
     check(world % (p.tp * p.cp * p.pp) == 0 && world == p.world(),
-          "world size {} is not divisible by tensor-model-parallel-size x context-parallel-size x "
-          "pipeline-model-parallel-size = {}",
-          world, p.tp * p.cp * p.pp);
+          "world size {} is not divisible by tensor-model-parallel-size x {}pipeline-model-parallel-size = {}",
+          world, p.cp > 1 ? "context-parallel-size x " : "", p.tp * p.cp * p.pp);
   if (p.cp > 1) {
     check(m.seq_length % (2 * p.cp) == 0,
           "seq-length {} is not divisible by 2 x context-parallel-size = {} (two chunks a rank)", m.seq_length,

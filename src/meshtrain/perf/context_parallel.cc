@@ -12,4 +12,9 @@ CostView cost_view(const ModelConfig& m, const ParallelConfig& p) {
   return v;
 }
 
+double kv_chunk_bytes(const ModelConfig& m, const ParallelConfig& p) {
+  const double tokens = double(p.micro_batch_size) * m.seq_length;
+  return 2 * tokens * double(m.kv_heads()) * m.head_dim() / p.tp * (p.bf16 ? 2 : 4);
+}
+
 }  // namespace meshtrain::perf

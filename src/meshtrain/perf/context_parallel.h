@@ -31,4 +31,8 @@ struct CostView {
 
 CostView cost_view(const ModelConfig& m, const ParallelConfig& p);
 
+// One CP rank's K and V of one block for one micro-batch, in a cost view:
+// what each step of the ring passes on.
+double kv_chunk_bytes(const ModelConfig& view_m, const ParallelConfig& view_p);
+
 }  // namespace meshtrain::perf

@@ -228,9 +228,7 @@ double framework_logits_extra(const ModelConfig& m, const ParallelConfig& p, con
 // Ring attention's receive buffers (cost view, CP > 1): the K and V chunk
 // in flight beside the one in hand, and backward their gradients too.
 double ring_kv_bytes(const ModelConfig& m, const ParallelConfig& p) {
-  if (p.cp == 1) return 0;
-  const double chunk = 2.0 * p.micro_batch_size * m.seq_length * m.kv_heads() * m.head_dim() / p.tp * (p.bf16 ? 2 : 4);
-  return 4 * chunk;
+  return p.cp == 1 ? 0 : 4 * kv_chunk_bytes(m, p);
 }
 
 // Activations of a stage's rank: the stash of the micro-batches in flight

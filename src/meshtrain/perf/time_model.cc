@@ -225,16 +225,15 @@ struct Pricer {
   // (forward), and with their gradients (backward), sent cp - 1 times, each
   // step under the attention of the chunk in hand; the ring is as fast as
   // its slowest hop (the one across nodes where the group spans them).
-  double kv_chunk_bytes() const { return 2 * n * double(m.kv_heads()) * m.head_dim() / t * e; }
   double kv_ring(bool backward) const {
     if (p.cp == 1) return 0;
-    const double bytes = (backward ? 2 : 1) * kv_chunk_bytes();
+    const double bytes = (backward ? 2 : 1) * kv_chunk_bytes(m, p);
     const int first = rank_of(p, {0, 0, 0}), second = rank_of(p, {0, 1, 0}), last = rank_of(p, {0, p.cp - 1, 0});
     const double hop = std::max(p2p_time(s, bytes, first, second), p2p_time(s, bytes, last, first));
     const double attention = (backward ? attention_backward() : attention_forward()) / p.cp;
     return (p.cp - 1) * std::max(hop - attention, 0.0);
   }
-  double kv_ring_bytes(bool backward) const { return (p.cp - 1) * (backward ? 2 : 1) * kv_chunk_bytes(); }
+  double kv_ring_bytes(bool backward) const { return (p.cp - 1) * (backward ? 2 : 1) * kv_chunk_bytes(m, p); }
 
   struct Block {
     ChunkCost cost;   // dp fields unused here
@@ -262,9 +261,11 @@ struct Pricer {
     b.cost.backward_compute_s = bwd_compute;
     b.cost.backward_tp_s = bwd_tp;
     b.tp_bytes = bytes;
-    b.cost.forward_cp_s = kv_ring(false);
-    b.cost.backward_cp_s = kv_ring(true) + (recomputed ? kv_ring(false) : 0);
-    b.cp_bytes = kv_ring_bytes(false) + kv_ring_bytes(true) + (recomputed ? kv_ring_bytes(false) : 0);
+    // Full recompute passes the forward's K and V round the ring again.
+    const double ring_forward = kv_ring(false), ring_forward_bytes = kv_ring_bytes(false);
+    b.cost.forward_cp_s = ring_forward;
+    b.cost.backward_cp_s = kv_ring(true) + (recomputed ? ring_forward : 0);
+    b.cp_bytes = ring_forward_bytes + kv_ring_bytes(true) + (recomputed ? ring_forward_bytes : 0);
     return b;
   }
 

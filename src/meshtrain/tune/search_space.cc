@@ -59,13 +59,16 @@ void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp, con
   sp.stage_partition = perf::partition_under(f, sp.first_stage_layers, sp.last_stage_layers, sp.stage_partition);
 }
 
-std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs, int max_tp) {
-  std::vector<ParallelConfig> out;
-  const auto tps = or_default(sp.tp, divisors(num_gpus, max_tp));
-  const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
-  const auto recs =
-      or_default(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
-  const auto flashes = or_default(sp.flash_attention, std::vector<bool>{true, false});
+namespace {
+
+// The TP x CP x PP x DP meshes of `num_gpus` ranks the space lists.
+struct Mesh {
+  int tp, cp, pp, dp;
+};
+std::vector<Mesh> meshes(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int max_tp) {
+  std::vector<Mesh> out;
+  // Copies: or_default may return its temporary argument.
+  const std::vector<int> tps = or_default(sp.tp, divisors(num_gpus, max_tp));
   const std::vector<int> cps = sp.cp.empty() ? std::vector<int>{1} : sp.cp;
   for (int tp : tps)
     for (int cp : cps) {
@@ -73,56 +76,68 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
       // Uneven splits need not divide the layers by pp: validate() decides.
       const auto pps = or_default(sp.pp, sp.uneven_stages() ? divisors(num_gpus / (tp * cp), m.num_layers)
                                                             : divisors(m.num_layers, m.num_layers));
-      for (int pp : pps) {
-        if (num_gpus % (tp * cp * pp) != 0) continue;
-        const int dp = num_gpus / (tp * cp * pp);
-        // The stage splits: as given, and searched ones.
-        std::vector<StageCounting> countings = {sp.stage_counting};
-        if (sp.search_stage_splits && pp > 1 && sp.stage_counting == StageCounting::transformer &&
-            sp.first_stage_layers == 0 && sp.last_stage_layers == 0)
-          countings.push_back(StageCounting::embedding_head);
-        const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
-        std::vector<int> mbss;
-        for (int b = 1; b <= 16; b *= 2)
-          if (per_dp % b == 0) mbss.push_back(b);
-        // Sequence parallelism splits the TP group's work: none without TP.
-        const auto sps =
-            tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true}) : std::vector<bool>{false};
-        for (StageCounting counting : countings) {
-          const std::vector<int> vpps = vpp_candidates(m, sp, pp, counting);
-          for (int vpp : or_default(sp.vpp, vpps))
-            for (int mbs : or_default(sp.micro_batch_size, mbss))
-              for (int zero : zeros)
-                for (Recompute rc : recs)
-                  for (bool seqp : sps)
-                    for (bool flash : flashes) {
-                      ParallelConfig p;
-                      p.tp = tp;
-                      p.pp = pp;
-                      p.cp = cp;
-                      p.dp = dp;
-                      p.vpp = vpp;
-                      p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
-                      p.zero_stage = zero;
-                      p.micro_batch_size = mbs;
-                      p.global_batch_size = gbs;
-                      p.recompute = rc;
-                      if (rc == Recompute::full && sp.recompute_num_layers > 0) {
-                        p.recompute_method = RecomputeMethod::block;
-                        p.recompute_num_layers = sp.recompute_num_layers;
-                      }
-                      p.sequence_parallel = seqp;
-                      p.flash_attention = flash;
-                      p.bf16 = sp.bf16;
-                      p.first_stage_layers = sp.first_stage_layers;
-                      p.last_stage_layers = sp.last_stage_layers;
-                      p.stage_counting = counting;
-                      p.stage_partition = sp.stage_partition;
-                      out.push_back(p);
-                    }
-        }
-      }
+      for (int pp : pps)
+        if (num_gpus % (tp * cp * pp) == 0) out.push_back({tp, cp, pp, num_gpus / (tp * cp * pp)});
     }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs,
+                                      int max_tp) {
+  std::vector<ParallelConfig> out;
+  const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
+  const auto recs = or_default(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective,
+                                                                     Recompute::full});
+  const auto flashes = or_default(sp.flash_attention, std::vector<bool>{true, false});
+  for (const auto [tp, cp, pp, dp] : meshes(m, sp, num_gpus, max_tp)) {
+    // The stage splits: as given, and searched ones.
+    std::vector<StageCounting> countings = {sp.stage_counting};
+    if (sp.search_stage_splits && pp > 1 && sp.stage_counting == StageCounting::transformer &&
+        sp.first_stage_layers == 0 && sp.last_stage_layers == 0)
+      countings.push_back(StageCounting::embedding_head);
+    const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
+    std::vector<int> mbss;
+    for (int b = 1; b <= 16; b *= 2)
+      if (per_dp % b == 0) mbss.push_back(b);
+    // Sequence parallelism splits the TP group's work: none without TP.
+    const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
+                            : std::vector<bool>{false};
+    for (StageCounting counting : countings) {
+      const std::vector<int> vpps = vpp_candidates(m, sp, pp, counting);
+      for (int vpp : or_default(sp.vpp, vpps))
+        for (int mbs : or_default(sp.micro_batch_size, mbss))
+          for (int zero : zeros)
+            for (Recompute rc : recs)
+              for (bool seqp : sps)
+                for (bool flash : flashes) {
+                  ParallelConfig p;
+                  p.tp = tp;
+                  p.pp = pp;
+                  p.cp = cp;
+                  p.dp = dp;
+                  p.vpp = vpp;
+                  p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+                  p.zero_stage = zero;
+                  p.micro_batch_size = mbs;
+                  p.global_batch_size = gbs;
+                  p.recompute = rc;
+                  if (rc == Recompute::full && sp.recompute_num_layers > 0) {
+                    p.recompute_method = RecomputeMethod::block;
+                    p.recompute_num_layers = sp.recompute_num_layers;
+                  }
+                  p.sequence_parallel = seqp;
+                  p.flash_attention = flash;
+                  p.bf16 = sp.bf16;
+                  p.first_stage_layers = sp.first_stage_layers;
+                  p.last_stage_layers = sp.last_stage_layers;
+                  p.stage_counting = counting;
+                  p.stage_partition = sp.stage_partition;
+                  out.push_back(p);
+                }
+    }
+  }
   return out;
 }
 
