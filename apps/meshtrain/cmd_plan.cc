@@ -47,19 +47,20 @@ void write_csv(std::ostream& out, const tune::Plan& plan) {
   out << "rank,tp,pp,vpp,dp,zero_stage,micro_batch_size,num_micro_batches,recompute,recompute_method,"
          "recompute_num_layers,sequence_parallel,flash_attention,fits,memory_total_bytes,step_time_s,tokens_per_s,"
          "model_tflops_per_gpu,hardware_tflops_per_gpu,mfu,bubble_fraction,compute_s,tp_comm_s,pp_comm_s,dp_comm_s,"
-         "bubble_s,optimizer_s,cp,cp_comm_s\n";
+         "bubble_s,optimizer_s,cp,cp_comm_s,dp_shard\n";
   int rank = 0;
   for (const auto& c : plan.ranked) {
     const auto& p = c.config;
     const auto& r = c.prediction;
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.6g},{:.6g},{:.4g},{:.4g},{:.4f},{:.4f},"
-                       "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{:.6g}\n",
-                       ++rank, p.tp, p.pp, p.vpp, p.dp, p.zero_stage, p.micro_batch_size, p.num_micro_batches(),
-                       recompute_name(p.recompute), recompute_method_name(p.recompute_method),
-                       p.recompute_num_layers, p.sequence_parallel ? 1 : 0, p.flash_attention ? 1 : 0, r.fits ? 1 : 0,
-                       r.memory.total(), r.step_time_s, r.tokens_per_s, r.model_tflops_per_gpu,
-                       r.hardware_tflops_per_gpu, r.mfu, r.bubble_fraction, r.time.compute, r.time.tp_comm,
-                       r.time.pp_comm, r.time.dp_comm, r.time.bubble, r.time.optimizer, p.cp, r.time.cp_comm);
+    out << fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.6g},{:.6g},{:.4g},{:.4g},{:.4f},{:.4f},"
+        "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{:.6g},{}\n",
+        ++rank, p.tp, p.pp, p.vpp, p.dp, p.zero_stage, p.micro_batch_size, p.num_micro_batches(),
+        recompute_name(p.recompute), recompute_method_name(p.recompute_method), p.recompute_num_layers,
+        p.sequence_parallel ? 1 : 0, p.flash_attention ? 1 : 0, r.fits ? 1 : 0, r.memory.total(), r.step_time_s,
+        r.tokens_per_s, r.model_tflops_per_gpu, r.hardware_tflops_per_gpu, r.mfu, r.bubble_fraction, r.time.compute,
+        r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, r.time.bubble, r.time.optimizer, p.cp, r.time.cp_comm,
+        p.shard_size());
   }
 }
 

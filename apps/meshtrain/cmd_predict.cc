@@ -40,6 +40,7 @@ struct PredictArgs {
   int recompute_num_layers = 1;
   bool bf16 = false;
   int zero_stage = 0;
+  int zero_shard = 0;
   bool flash = false;
   perf::PerfOptions options;
   std::string framework;
@@ -92,6 +93,8 @@ ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf:
                : p.vpp > 1          ? ScheduleKind::interleaved
                                     : ScheduleKind::one_f_one_b;
   p.zero_stage = a.zero_stage;
+  p.zero_shard = a.zero_shard == p.dp ? 0 : a.zero_shard;
+  check_hybrid_shard_flag(p, framework);
   p.sequence_parallel = a.sequence_parallel;
   p.micro_batch_size = a.micro_batch_size;
   p.global_batch_size = a.global_batch_size.value_or(a.micro_batch_size * p.dp);
@@ -128,11 +131,13 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
                       const perf::Prediction& r) {
   const auto& b = r.memory;
   const auto& t = r.time;
-  fmt::print("{} on {} x {} ({}): tp={} cp={} pp={} vpp={} dp={} zero={} mbs={} gbs={} micro-batches={} "
-             "recompute={} sp={} flash={} {}\n",
-             m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.cp, p.pp, p.vpp, p.dp, p.zero_stage,
-             p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
-             p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
+  fmt::print(
+      "{} on {} x {} ({}): tp={} cp={} pp={} vpp={} dp={}{} zero={} mbs={} gbs={} micro-batches={} "
+      "recompute={} sp={} flash={} {}\n",
+      m.name, a.num_gpus, sys.name, schedule_name(p.schedule), p.tp, p.cp, p.pp, p.vpp, p.dp,
+      p.hybrid_shard() ? fmt::format(" (shard {} x replicate {})", p.shard_size(), p.shard_replicas()) : "",
+      p.zero_stage, p.micro_batch_size, p.global_batch_size, p.num_micro_batches(), recompute_name(p.recompute),
+      p.sequence_parallel ? "on" : "off", p.flash_attention ? "on" : "off", p.bf16 ? "bf16" : "fp32");
   print_framework(framework);
   if (p.uneven_stages()) fmt::print("layers per pipeline stage: {}\n", fmt::join(stage_layers(m.num_layers, p), " "));
   if (p.uneven_stages() && p.vpp > 1)
@@ -215,6 +220,10 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--recompute-num-layers", a->recompute_num_layers);
   c->add_flag("--bf16", a->bf16, "Mixed precision (bf16 weights and activations)");
   c->add_option("--zero-stage", a->zero_stage, "0, 1, 2 or 3");
+  c->add_option("--data-parallel-shard-size", a->zero_shard,
+                "Hybrid sharding: ZeRO state sharded over groups of N data-parallel ranks, replicated across the "
+                "groups (FSDP's HYBRID_SHARD, torchtitan's dp_shard; priced under a framework profile that has it; "
+                "default: the whole data-parallel group)");
   c->add_flag("--use-flash-attn", a->flash);
   c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);

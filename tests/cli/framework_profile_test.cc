@@ -95,3 +95,21 @@ TEST(FrameworkProfileCli, PredictTextShowsCpCommAndTheIntervalWhereTheyApply) {
 }
 
 }  // namespace
+
+namespace {
+
+// --data-parallel-shard-size: hybrid sharding priced under a profile that
+// has it, shown in the layout line, refused without one.
+TEST(FrameworkProfileCli, PredictPricesHybridShardingUnderAProfileThatHasIt) {
+  const std::string layout =
+      "predict --model llama2-7b --system ibm-a100-80gb-400g --num-gpus 128 --micro-batch-size 2 --zero-stage 3 "
+      "--bf16 --use-flash-attn --data-parallel-shard-size 8";
+  const nlohmann::json j = run_json(layout + " --framework-profile torchtitan-2024 --json");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["config"]["data_parallel_shard_size"], 8);
+  const std::string text = run_text(layout + " --framework-profile torchtitan-2024");
+  EXPECT_NE(text.find("dp=128 (shard 8 x replicate 16)"), std::string::npos) << text;
+  EXPECT_TRUE(run_json(layout + " --json").is_null());  // the engine shards over all 128
+}
+
+}  // namespace

@@ -228,6 +228,24 @@ TEST(Validate, ContextParallelRowsArePricedWithTheirCp) {
   EXPECT_NE(v.skipped[0].find("tp 2 x cp 3 x pp 1 does not divide num_gpus 16"), std::string::npos) << v.skipped[0];
 }
 
+// dp_shard: DP ranks per ZeRO shard group (hybrid sharding); blank is the
+// whole group, and two rows that differ only in it are priced apart.
+TEST(Validate, HybridShardRowsArePricedWithTheirGroup) {
+  const Validation v = validate_runs(table_of(
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,dp_shard,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,profile\n"
+      "hsdp,s,ibm-a100-80gb-400g,32,4096,32,4096,32000,128,1,1,3,8,256,2,none,no,yes,3000,bf16,torchtitan-2024\n"
+      "full,s,ibm-a100-80gb-400g,32,4096,32,4096,32000,128,1,1,3,,256,2,none,no,yes,3000,bf16,torchtitan-2024\n"
+      "odd,s,ibm-a100-80gb-400g,32,4096,32,4096,32000,128,1,1,3,6,256,2,none,no,yes,3000,bf16,torchtitan-2024\n"));
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_EQ(v.rows[0].config.zero_shard, 8);
+  EXPECT_EQ(v.rows[1].config.zero_shard, 0);
+  EXPECT_GT(v.rows[0].prediction.memory.optimizer, 15 * v.rows[1].prediction.memory.optimizer);
+  EXPECT_NE(v.rows[0].prediction.tokens_per_s, v.rows[1].prediction.tokens_per_s);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("not divisible by the data-parallel shard size 6"), std::string::npos) << v.skipped[0];
+}
+
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   const RunRows runs = read_runs(table_of(

@@ -130,5 +130,20 @@ TEST(TrainOptions, TheEngineRefusesContextParallelism) {
   }
 }
 
+TEST(TrainOptions, TheEngineRefusesHybridSharding) {
+  TrainOptions o = options(4, 3);
+  o.parallel.zero_shard = 2;
+  try {
+    check_options(o, 4);
+    FAIL() << "a shard group of 2 of 4 ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("engine shards ZeRO state over the whole data-parallel group"),
+              std::string::npos)
+        << e.what();
+  }
+  o.parallel.zero_shard = 4;  // the whole group: plain ZeRO-3
+  EXPECT_NO_THROW(check_options(o, 4));
+}
+
 }  // namespace
 }  // namespace meshtrain

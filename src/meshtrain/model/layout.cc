@@ -122,7 +122,7 @@ Layout Layout::build(const ModelConfig& m, const ParallelConfig& p, int tp_rank,
 }
 
 void Layout::place_chunks(const ModelConfig& m, const ParallelConfig& p, int pp_rank) {
-  dp_ = p.dp;
+  dp_ = p.shard_size();
   pp_ = p.pp;
   vpp_ = p.vpp;
   pp_rank_ = pp_rank;

@@ -11,7 +11,9 @@
 // their gradients. A unit is what
 // ZeRO shards, reduces and gathers as one piece: its segment is padded to a
 // multiple of 16 x dp elements and data-parallel rank d owns the d-th
-// 1/dp of it. Gradients use the same flat layout in fp32.
+// 1/dp of it (dp: the ZeRO shard group, ParallelConfig::shard_size(), which
+// is the whole DP group unless sharding is hybrid). Gradients use the same
+// flat layout in fp32.
 //
 // Pipeline stages hold the layers parallel/stage_layers.h assigns them (an
 // even split, Megatron-LM's first/last stage counts, or the embedding and

@@ -71,6 +71,14 @@ void validate(const ModelConfig& m, const ParallelConfig& p, int world) {
   check(p.micro_batch_size > 0, "micro-batch-size must be positive (got {})", p.micro_batch_size);
   check(p.global_batch_size > 0, "global-batch-size must be positive (got {})", p.global_batch_size);
   check(p.zero_stage >= 0 && p.zero_stage <= 3, "zero-stage must be 0, 1, 2 or 3 (got {})", p.zero_stage);
+  check(p.zero_shard >= 0, "data-parallel shard size must be positive (got {})", p.zero_shard);
+  if (p.zero_shard > 0) {
+    check(p.dp % p.zero_shard == 0, "data-parallel size {} is not divisible by the data-parallel shard size {}", p.dp,
+          p.zero_shard);
+    check(p.zero_stage >= 1 || p.zero_shard == p.dp,
+          "a data-parallel shard size ({} of {} ranks) needs ZeRO stage 1, 2 or 3 (hybrid sharding)", p.zero_shard,
+          p.dp);
+  }
   // The products below are ints: none may wrap.
   constexpr int64_t kMax = INT32_MAX;
   check(int64_t{p.tp} * p.cp * p.pp * p.dp <= kMax, "tp {} x cp {} x pp {} x dp {} ranks exceed {}", p.tp, p.cp, p.pp,
@@ -125,6 +133,7 @@ void to_json(nlohmann::json& j, const ParallelConfig& p) {
                      {"pipeline_layer_counting", stage_counting_name(p.stage_counting)},
                      {"pipeline_stage_partition", stage_partition_name(p.stage_partition)},
                      {"zero_stage", p.zero_stage},
+                     {"data_parallel_shard_size", p.shard_size()},
                      {"sequence_parallel", p.sequence_parallel},
                      {"micro_batch_size", p.micro_batch_size},
                      {"global_batch_size", p.global_batch_size},
@@ -149,6 +158,8 @@ void from_json(const nlohmann::json& j, ParallelConfig& p) {
   p.stage_counting = parse_stage_counting(j.value("pipeline_layer_counting", "transformer"));
   p.stage_partition = parse_stage_partition(j.value("pipeline_stage_partition", "even"));
   p.zero_stage = j.value("zero_stage", 0);
+  p.zero_shard = j.value("data_parallel_shard_size", 0);
+  if (p.zero_shard == p.dp) p.zero_shard = 0;
   p.sequence_parallel = j.value("sequence_parallel", false);
   p.micro_batch_size = j.at("micro_batch_size").get<int>();
   p.global_batch_size = j.at("global_batch_size").get<int>();

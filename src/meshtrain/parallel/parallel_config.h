@@ -58,6 +58,13 @@ struct ParallelConfig {
   StageCounting stage_counting = StageCounting::transformer;
   StagePartition stage_partition = StagePartition::even;
   int zero_stage = 0;
+  // Hybrid sharding (HSDP): the ZeRO stage's states sharded over groups of
+  // `zero_shard` consecutive DP ranks and replicated across the dp /
+  // zero_shard groups, gradients reduce-scattered in the group and then
+  // all-reduced across the replicas (PyTorch FSDP's HYBRID_SHARD, torchtitan's
+  // dp_shard x dp_replicate). 0: sharded over the whole DP group. A layout
+  // the performance model prices; the engine shards over the whole group.
+  int zero_shard = 0;
   bool sequence_parallel = false;
   int micro_batch_size = 1;
   int global_batch_size = 1;  // sequences per optimizer step, all DP ranks
@@ -69,6 +76,10 @@ struct ParallelConfig {
   bool flash_attention = true;  // engine: always tiled; cost model: either
 
   int world() const { return tp * cp * pp * dp; }
+  // DP ranks one ZeRO shard group spans, and the groups holding a replica.
+  int shard_size() const { return zero_shard > 0 ? zero_shard : dp; }
+  int shard_replicas() const { return dp / shard_size(); }
+  bool hybrid_shard() const { return zero_shard > 0 && zero_shard < dp; }
   // Whether the layers are split otherwise than num_layers / pp per stage.
   bool uneven_stages() const {
     return first_stage_layers > 0 || last_stage_layers > 0 || stage_counting != StageCounting::transformer ||
@@ -95,7 +106,8 @@ inline RankCoord coord_of(const ParallelConfig& p, int rank) {
 // global batch divisible by micro-batch x DP; micro-batches a multiple of PP
 // for the interleaved schedule; sequence divisible by TP with sequence
 // parallelism; with CP > 1, the sequence divisible by 2 x CP (two chunks a
-// rank, Megatron-Core's causal load balancing) and flash attention.
+// rank, Megatron-Core's causal load balancing) and flash attention; a
+// hybrid shard group dividing DP, under a ZeRO stage.
 // `world`, when positive, must equal TP x CP x PP x DP.
 void validate(const ModelConfig& m, const ParallelConfig& p, int world = 0);
 

@@ -8,6 +8,7 @@ CostView cost_view(const ModelConfig& m, const ParallelConfig& p) {
   v.model.max_position_embeddings = m.max_positions();  // the table stays whole
   v.model.seq_length = m.seq_length / p.cp;
   v.parallel.dp = p.dp * p.cp;
+  if (p.zero_shard > 0) v.parallel.zero_shard = p.zero_shard * p.cp;  // torchtitan's dp_shard x cp mesh
   v.parallel.global_batch_size = p.global_batch_size * p.cp;
   return v;
 }

@@ -9,8 +9,9 @@
 //   - dp counts the CP ranks (dp x cp): they hold the same weights and
 //     reduce gradients and shard ZeRO state together, next to each other in
 //     the rank order (TP, CP, DP, PP), as Megatron-Core's data-parallel group
-//     "with CP" does; the global batch is cp times the layout's, so that each
-//     rank runs the layout's micro-batches per step;
+//     "with CP" does (a hybrid shard group spans its DP ranks' CP ranks too,
+//     torchtitan's dp_shard x cp mesh); the global batch is cp times the
+//     layout's, so that each rank runs the layout's micro-batches per step;
 //   - cp stays: attention runs over the keys of the whole sequence
 //     (seq_length x cp, causal, two chunks a rank so that every rank does the
 //     same share), and a block's K and V go round the CP ring

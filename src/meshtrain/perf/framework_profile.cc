@@ -147,6 +147,15 @@ std::vector<FrameworkProfile> build() {
     // experimental context_parallel (ring attention over DTensor, Liang et
     // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
     p.context_parallel = p.name == "megatron-core-2024" || p.name == "torchtitan-2024";
+    // Hybrid sharding: PyTorch FSDP's ShardingStrategy.HYBRID_SHARD (PyTorch
+    // 2.0, 2023: sharded inside a group, replicated across groups), which
+    // Composer passes through and torchtitan runs as dp_replicate x dp_shard
+    // (FSDP2 over a 2D device mesh). FairScale's 2022 FSDP had none, so a
+    // fsdp-2022 row only states it for the runtime's later releases (IBM's
+    // fms-fsdp, 2024). DeepSpeed's MiCS and ZeRO++ hpZ (2023) postdate the
+    // deepspeed-zero3 profile; Megatron's partial distributed optimizer,
+    // Megatron-Core 2024's.
+    p.hybrid_shard = p.family == "pytorch-fsdp" || p.family == "llm-foundry";
     if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
     // Megatron-LM's asynchronous column-parallel backward, default since v3.0
     // (2022; the SC21 runs predate it).
@@ -259,6 +268,8 @@ std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, i
   if (p.flash_attention && !f.flash_attention) return fmt::format("{} has no fused (flash) attention kernel", n);
   if (std::find(f.zero_stages.begin(), f.zero_stages.end(), p.zero_stage) == f.zero_stages.end())
     return fmt::format("{} runs ZeRO stage {} only", n, fmt::join(f.zero_stages, " or "));
+  if (p.hybrid_shard() && !f.hybrid_shard)
+    return fmt::format("{} shards ZeRO state over the whole data-parallel group (no hybrid sharding)", n);
   if (p.pp > 1 && p.zero_stage > f.max_zero_stage_with_pipeline) {
     std::vector<int> allowed(f.max_zero_stage_with_pipeline + 1);
     for (size_t z = 0; z < allowed.size(); ++z) allowed[z] = int(z);

@@ -14,6 +14,8 @@
 //                        (Megatron's --recompute-method block)
 //   flash_attention      a fused attention kernel
 //   zero_stages          the ZeRO stages it runs (0: plain data parallel)
+//   hybrid_shard         ZeRO state sharded over part of the DP group and
+//                        replicated across the rest (HSDP)
 //   stage_partition      how its pipeline balances layers that do not
 //                        divide (parallel/stage_layers.h)
 //   options              overlaps and the ZeRO runtime (perf_options.h)
@@ -44,6 +46,7 @@ struct FrameworkProfile {
   bool flash_attention = true;
   bool context_parallel = false;  // Megatron-Core 2024 and torchtitan 2024: ring attention over CP ranks
   std::vector<int> zero_stages{0, 1, 2, 3};
+  bool hybrid_shard = false;             // PyTorch FSDP's HYBRID_SHARD (2.0 on), torchtitan's dp_replicate x dp_shard
   int max_zero_stage_with_pipeline = 3;  // DeepSpeed's pipeline engine: 1
   StagePartition stage_partition = StagePartition::even;
   PerfOptions options;

@@ -139,7 +139,7 @@ class CommBufferWalk {
     if (p_.zero_stage < 2) return;
     grad_[u] = false;
     const double full = capped(numel(u), z_.reduce_bucket_elements) * g_;
-    const double shard = full / p_.dp;
+    const double shard = full / p_.shard_size();
     add(shard);
     pending_.push_back(full + shard);
     while (pending_.size() > 2) {
@@ -170,8 +170,9 @@ double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int
                                              : walk_length(p.schedule, p.pp, p.vpp, p.num_micro_batches());
   if (full_walk) mb = p.num_micro_batches();
   const Schedule& s = cache.schedule(p.schedule, p.pp, p.vpp, mb);
-  const PerfCache::CommBufferKey key{&L,          &s,   stage, boundary, p.zero_stage, p.bf16, p.dp, z.gather_elements,
-                                     z.reduce_bucket_elements, z.reduce_in_model_dtype, z.prefetch_units};
+  const PerfCache::CommBufferKey key{&L,     &s,     stage,          boundary,          p.zero_stage,
+                                     p.bf16, p.shard_size(), z.gather_elements, z.reduce_bucket_elements,
+                                     z.reduce_in_model_dtype, z.prefetch_units};
   if (const std::optional<double> peak = cache.comm_buffer_peak(key)) return *peak;
   return cache.remember_comm_buffer_peak(key, CommBufferWalk(L, p, boundary, z).run(s.stages[stage]));
 }

@@ -22,7 +22,7 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
   std::vector<int64_t> shape = {m.num_layers,          m.hidden_size,     m.num_attention_heads, m.kv_heads(),
                                 m.ffn(),               m.padded_vocab(),  m.max_positions(),     m.gated_mlp,
                                 m.tied_embeddings,     m.learned_positions, p.tp,               p.pp,
-                                p.vpp,                 p.dp,              m.rmsnorm,             m.bias_linear,
+                                p.vpp,                 p.shard_size(),    m.rmsnorm,             m.bias_linear,
                                 p.first_stage_layers,  p.last_stage_layers, int(p.stage_counting),
                                 int(p.stage_partition)};
   LayoutKey key{std::move(shape), kind};

@@ -59,7 +59,7 @@ class PerfCache {
   // walk), keyed on everything the walk reads: candidates that differ only
   // in recompute or attention kernel share it.
   using CommBufferKey = std::tuple<const StageLayout*, const Schedule*, int, double, int, bool, int, double, double,
-                                   bool, int>;  // stage, boundary bytes, ZeRO stage, bf16, DP, ZeroRuntime
+                                   bool, int>;  // stage, boundary bytes, ZeRO stage, bf16, shard group, ZeroRuntime
   std::optional<double> comm_buffer_peak(const CommBufferKey& key);
   double remember_comm_buffer_peak(const CommBufferKey& key, double peak);  // returns peak
 

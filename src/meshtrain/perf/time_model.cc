@@ -405,18 +405,28 @@ class StepPricer {
     return all;
   }
 
-  double dp_time(Collective k, double bytes) const { return collective_time(s_, k, bytes, p_.dp, p_.tp); }
-  double dp_sent(Collective k, double bytes) const { return collective_bytes_sent(k, bytes, p_.dp); }
+  // The groups data parallelism reduces over: all DP ranks, ZeRO's shard
+  // group (consecutive DP ranks; all of them unless sharding is hybrid) and
+  // the shard's replicas across the groups.
+  enum class Over { dp, shard, replicas };
+  int group_size(Over g) const {
+    return g == Over::dp ? p_.dp : g == Over::shard ? p_.shard_size() : p_.shard_replicas();
+  }
+  double group_time(Over g, Collective k, double bytes) const {
+    const int stride = g == Over::replicas ? p_.tp * p_.shard_size() : p_.tp;
+    return collective_time(s_, k, bytes, group_size(g), stride);
+  }
+  double group_sent(Over g, Collective k, double bytes) const { return collective_bytes_sent(k, bytes, group_size(g)); }
 
   // ZeRO-2/3 collectives of chunk c as frameworks issue them: per unit, at
   // least `calls` per unit, or per bucket of `limit` elements over the
   // chunk; each call pays the collective's latency.
-  double sharded_calls(Collective k, const StageLayout& L, int c, double bytes_per_element, double limit,
+  double sharded_calls(Over g, Collective k, const StageLayout& L, int c, double bytes_per_element, double limit,
                        int calls) const {
     if (limit > 0 && calls <= 1) {
       const double n = double(L.chunk_numel[c]);
       const double buckets = std::ceil(n / limit);
-      return buckets * dp_time(k, n / buckets * bytes_per_element);
+      return buckets * group_time(g, k, n / buckets * bytes_per_element);
     }
     double t = 0, last_n = -1, last_t = 0;  // blocks repeat one size: price it once
     const ChunkUnits& cu = L.chunk_order[c];
@@ -426,7 +436,7 @@ class StepPricer {
         if (n != last_n) {
           const double k_calls = std::max(double(calls), limit > 0 ? std::ceil(n / limit) : 1.0);
           last_n = n;
-          last_t = k_calls * dp_time(k, n / k_calls * bytes_per_element);
+          last_t = k_calls * group_time(g, k, n / k_calls * bytes_per_element);
         }
         t += last_t;
       }
@@ -447,17 +457,22 @@ class StepPricer {
     double backward_hidden = 0, backward_exposed = 0;
     framework_copies(numel, cc);
     if (p_.zero_stage >= 2) {
-      const double gbytes = sharded_gradient_bytes();
-      const double rs = sharded_calls(Collective::reduce_scatter, L, c, gbytes, o_.zero.reduce_bucket_elements, 1);
+      const double gbytes = sharded_gradient_bytes(), bucket = o_.zero.reduce_bucket_elements;
+      double rs = sharded_calls(Over::shard, Collective::reduce_scatter, L, c, gbytes, bucket, 1);
+      bytes += mb * group_sent(Over::shard, Collective::reduce_scatter, numel * gbytes);
+      if (p_.hybrid_shard()) {  // each reduced shard all-reduced across the replicas
+        const double shard_gbytes = gbytes / p_.shard_size();
+        rs += sharded_calls(Over::replicas, Collective::all_reduce, L, c, shard_gbytes, bucket, 1);
+        bytes += mb * group_sent(Over::replicas, Collective::all_reduce, numel * shard_gbytes);
+      }
       (o_.overlap_grad_reduce ? backward_hidden : backward_exposed) += rs;
-      bytes += mb * dp_sent(Collective::reduce_scatter, numel * gbytes);
     }
     if (p_.zero_stage >= 3) {
-      const double ag = sharded_calls(Collective::all_gather, L, c, pbytes_, o_.zero.gather_elements,
+      const double ag = sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, o_.zero.gather_elements,
                                       o_.zero.gather_calls_per_unit);
       cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units, share);
       backward_hidden += ag;
-      bytes += 2 * mb * dp_sent(Collective::all_gather, numel * pbytes_);
+      bytes += 2 * mb * group_sent(Over::shard, Collective::all_gather, numel * pbytes_);
     }
     if (backward_hidden > 0) cc.backward_dp_s += overlapped(backward_hidden, cc.backward_compute_s, units, share);
     cc.backward_dp_s += backward_exposed;
@@ -496,14 +511,18 @@ class StepPricer {
     const bool fp32_allreduce = fp32_gradient_allreduce(o_, p_);
     const double step_gbytes = reduced_gradient_bytes();
     if (p_.zero_stage == 0 || fp32_allreduce) {
-      time_s = dp_time(Collective::all_reduce, numel * step_gbytes);
-      return dp_sent(Collective::all_reduce, numel * step_gbytes);
+      time_s = group_time(Over::dp, Collective::all_reduce, numel * step_gbytes);
+      return group_sent(Over::dp, Collective::all_reduce, numel * step_gbytes);
     }
-    if (p_.zero_stage == 1) {
-      time_s = dp_time(Collective::reduce_scatter, numel * step_gbytes);
-      return dp_sent(Collective::reduce_scatter, numel * step_gbytes);
+    if (p_.zero_stage != 1) return 0;
+    time_s = group_time(Over::shard, Collective::reduce_scatter, numel * step_gbytes);
+    double sent = group_sent(Over::shard, Collective::reduce_scatter, numel * step_gbytes);
+    if (p_.hybrid_shard()) {  // the reduced shard all-reduced across the replicas
+      const double shard_bytes = numel * step_gbytes / p_.shard_size();
+      time_s += group_time(Over::replicas, Collective::all_reduce, shard_bytes);
+      sent += group_sent(Over::replicas, Collective::all_reduce, shard_bytes);
     }
-    return 0;
+    return sent;
   }
 
   void stage(int st, const StageLayout& L, StepCosts& r) const {
@@ -524,11 +543,11 @@ class StepPricer {
       cp_bytes += mb * blocks.cp_bytes;
     }
     if (p_.zero_stage == 1 || p_.zero_stage == 2) {
-      r.param_gather_s[st] = dp_time(Collective::all_gather, double(L.numel) * pbytes_);
-      dp_bytes += dp_sent(Collective::all_gather, double(L.numel) * pbytes_);
+      r.param_gather_s[st] = group_time(Over::shard, Collective::all_gather, double(L.numel) * pbytes_);
+      dp_bytes += group_sent(Over::shard, Collective::all_gather, double(L.numel) * pbytes_);
     }
     r.grad_bucket_fraction[st] = std::min(1.0, kBucketElements / std::max(1.0, double(L.numel)));
-    const double shard = p_.zero_stage >= 1 ? double(L.numel) / p_.dp : double(L.numel);
+    const double shard = p_.zero_stage >= 1 ? double(L.numel) / p_.shard_size() : double(L.numel);
     r.optimizer_s[st] = pr_.memory(shard * (p_.bf16 ? 34 : 32));
     r.tp_bytes[st] = tp_bytes;
     r.dp_bytes[st] = dp_bytes;

@@ -183,6 +183,11 @@ std::string emit(const LaunchSpec& s, const std::string& kind) {
         "--emit {}: this project's engine runs no context parallelism (context-parallel-size {}); --emit megatron "
         "prints it",
         kind, s.parallel.cp);
+  check(!s.parallel.hybrid_shard(),
+        "--emit {}: {} launches no hybrid sharding (data-parallel shard size {} of {}); run it under the framework "
+        "the layout was priced for",
+        kind, kind == "megatron" ? "Megatron-LM's command line" : "this project's engine", s.parallel.zero_shard,
+        s.parallel.dp);
   if (kind == "train") return train_command(s) + "\n";
   if (kind == "slurm-frontier") return slurm_script(s, "frontier");
   if (kind == "slurm-dgx") return slurm_script(s, "dgx");

@@ -135,6 +135,7 @@ std::string describe(const ParallelConfig& p) {
                               p.vpp, p.dp, p.zero_stage, p.micro_batch_size, rc, p.sequence_parallel ? "on" : "off",
                               p.flash_attention ? "on" : "off");
   if (p.cp > 1) d += fmt::format(" cp={}", p.cp);
+  if (p.hybrid_shard()) d += fmt::format(" shard={}", p.shard_size());
   if (p.first_stage_layers > 0) d += fmt::format(" first={}", p.first_stage_layers);
   if (p.last_stage_layers > 0) d += fmt::format(" last={}", p.last_stage_layers);
   if (p.stage_counting != StageCounting::transformer) d += fmt::format(" stages={}", stage_counting_name(p.stage_counting));

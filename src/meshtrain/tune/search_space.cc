@@ -1,5 +1,7 @@
 #include "meshtrain/tune/search_space.h"
 
+#include <utility>
+
 namespace meshtrain::tune {
 
 namespace {
@@ -56,6 +58,7 @@ void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& sp, con
   if (!f.selective_recompute && sp.recompute.empty()) sp.recompute = {Recompute::none, Recompute::full};
   if (!f.partial_recompute) sp.partial_recompute = false;
   if (sp.zero_stage.empty()) sp.zero_stage = f.zero_stages;
+  if (sp.zero_shard.empty() && f.hybrid_shard) sp.hybrid_shard = true;
   sp.stage_partition = perf::partition_under(f, sp.first_stage_layers, sp.last_stage_layers, sp.stage_partition);
 }
 
@@ -82,6 +85,26 @@ std::vector<Mesh> meshes(const ModelConfig& m, const SearchSpace& sp, int num_gp
   return out;
 }
 
+// The ZeRO stage and shard group pairs of a TP x CP x PP x DP mesh: every
+// stage over the whole DP group, and stages 1-3 over the given groups or,
+// with hybrid_shard, over groups spanning one node (`node` devices) and
+// every power of two of nodes below the whole group.
+std::vector<std::pair<int, int>> zero_layouts(const SearchSpace& sp, const std::vector<int>& zeros, int ranks_per_dp,
+                                              int dp, int node) {
+  std::vector<int> shards = sp.zero_shard;
+  if (shards.empty()) {
+    shards = {0};
+    if (sp.hybrid_shard)
+      for (int gpus = node; gpus < ranks_per_dp * dp; gpus *= 2)
+        if (gpus % ranks_per_dp == 0 && dp % (gpus / ranks_per_dp) == 0) shards.push_back(gpus / ranks_per_dp);
+  }
+  std::vector<std::pair<int, int>> out;
+  for (int zero : zeros)
+    for (int shard : shards)
+      if (shard == 0 || shard == dp || zero > 0) out.emplace_back(zero, shard == dp ? 0 : shard);
+  return out;
+}
+
 }  // namespace
 
 std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& sp, int num_gpus, int gbs,
@@ -104,11 +127,12 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
     // Sequence parallelism splits the TP group's work: none without TP.
     const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
                             : std::vector<bool>{false};
+    const auto zero_shards = zero_layouts(sp, zeros, tp * cp, dp, max_tp);
     for (StageCounting counting : countings) {
       const std::vector<int> vpps = vpp_candidates(m, sp, pp, counting);
       for (int vpp : or_default(sp.vpp, vpps))
         for (int mbs : or_default(sp.micro_batch_size, mbss))
-          for (int zero : zeros)
+          for (const auto& [zero, shard] : zero_shards)
             for (Recompute rc : recs)
               for (bool seqp : sps)
                 for (bool flash : flashes) {
@@ -120,6 +144,7 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
                   p.vpp = vpp;
                   p.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
                   p.zero_stage = zero;
+                  p.zero_shard = shard;
                   p.micro_batch_size = mbs;
                   p.global_batch_size = gbs;
                   p.recompute = rc;

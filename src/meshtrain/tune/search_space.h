@@ -12,6 +12,12 @@
 //                counted as layers, every v > 1 with pp x v dividing the
 //                layers + 2 (stage_layers.h)
 //   zero_stage:  0, 1, 2, 3
+//   zero_shard:  DP ranks per ZeRO shard group, 0 the whole DP group (a size
+//                that does not divide DP leaves its candidates invalid);
+//                empty: the whole group, and with hybrid_shard (set by
+//                restrict_to_framework under a framework that has it) also
+//                groups of one node and of every power of two of nodes
+//                below the whole group (ZeRO stages 1-3 only)
 //   micro-batch: powers of two up to 16 that divide global batch / dp
 //   recompute:   none, selective, full (every block); with
 //                partial_recompute, also full recompute of only the first k
@@ -42,7 +48,8 @@
 namespace meshtrain::tune {
 
 struct SearchSpace {
-  std::vector<int> tp, pp, cp, vpp, zero_stage, micro_batch_size;
+  std::vector<int> tp, pp, cp, vpp, zero_stage, zero_shard, micro_batch_size;
+  bool hybrid_shard = false;
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel, flash_attention;
   bool bf16 = true;
@@ -71,7 +78,8 @@ struct SearchSpace {
 void restrict_to_framework(const perf::FrameworkProfile& f, SearchSpace& space, const ModelConfig& m);
 
 // Every combination (valid or not) for `num_gpus` ranks and a global batch,
-// with at most `max_tp` as the default tensor-parallel sizes.
+// with at most `max_tp` (the devices of a node) as the default tensor-parallel
+// sizes and the node hybrid shard groups are counted in.
 std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& space, int num_gpus,
                                       int global_batch_size, int max_tp);
 

@@ -66,7 +66,8 @@ constexpr const char* kKeyColumns[] = {"system",     "layers",      "hidden",   
                                        "tp",         "pp",          "vpp",        "zero_stage",   "dp",
                                        "micro_batch", "grad_accum", "recompute",  "seq_parallel", "flash_attn",
                                        "precision",  "profile",     "gated_mlp",  "recompute_num_layers",
-                                       "first_stage_layers", "last_stage_layers", "stage_counting", "model_name"};
+                                       "first_stage_layers", "last_stage_layers", "stage_counting", "model_name",
+                                       "cp",         "dp_shard"};
 
 // Model families whose MLP is gated (SwiGLU or GeGLU: Llama 1-3, Mistral and
 // Mixtral, Qwen, Gemma, DeepSeek, Baichuan, InternLM model cards), for a row
@@ -136,7 +137,7 @@ void read_knob(std::optional<T> x, const char* col, std::vector<T>& dst, T& fb, 
   }
 }
 
-// Columns tp, pp, vpp, zero_stage, cp and dp.
+// Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
 void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -156,6 +157,12 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   if (auto dp = count(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
+  // A blank dp_shard is ZeRO state sharded over the whole DP group (FSDP's
+  // FULL_SHARD); a smaller one is hybrid sharding, which tables that use it
+  // state (validate() refuses one that does not divide DP).
+  const int shard = count(t, r, "dp_shard").value_or(0);
+  s.zero_shard = {shard};
+  f.zero_shard = shard == f.dp ? 0 : shard;
 }
 
 // Column micro_batch, or grad_accum where the mesh is published.
