@@ -33,7 +33,7 @@ struct PlanArgs {
   std::string recompute;  // empty: searched
   size_t top = 5;
   bool fp32 = false, json = false, no_partial_recompute = false;
-  bool sp = false, no_sp = false, no_interleaving = false, flash = false, no_flash = false;
+  bool sp = false, no_sp = false, no_interleaving = false, flash = false, no_flash = false, hybrid_shard = false;
   std::string csv, emit, html;
   StageFlags stages;
   bool search_stage_splits = false;
@@ -90,6 +90,7 @@ tune::SearchSpace space_of(const PlanArgs& a, const ModelConfig& m, const perf::
   if (a.flash) space.flash_attention = {true};
   if (a.no_flash) space.flash_attention = {false};
   if (a.no_interleaving) space.vpp = {1};
+  space.hybrid_shard = a.hybrid_shard;  // a profile that has it turns it on too
   ParallelConfig split;
   apply_stage_flags(a.stages, false, split);
   space.first_stage_layers = split.first_stage_layers;
@@ -203,6 +204,9 @@ void add_plan_command(CLI::App& app, Runner& run) {
   c->add_flag("--sequence-parallel", a->sp, "Only layouts with sequence parallelism (where TP > 1)");
   c->add_flag("--no-sequence-parallel", a->no_sp, "Only layouts without sequence parallelism");
   c->add_flag("--no-interleaving", a->no_interleaving, "Only non-interleaved schedules (one chunk per stage)");
+  c->add_flag("--hybrid-shard", a->hybrid_shard,
+              "Also plan ZeRO shard groups of one node and of powers of two of nodes, replicated across the "
+              "groups (on by default under a framework profile that has hybrid sharding)");
   c->add_flag("--use-flash-attn", a->flash, "Only layouts with flash attention");
   c->add_flag("--no-flash-attn", a->no_flash, "Only layouts without flash attention");
   add_stage_flags(c, a->stages, "Uneven pipeline stages (fixed on every candidate)", false);

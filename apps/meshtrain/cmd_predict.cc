@@ -94,7 +94,6 @@ ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf:
                                     : ScheduleKind::one_f_one_b;
   p.zero_stage = a.zero_stage;
   p.zero_shard = a.zero_shard == p.dp ? 0 : a.zero_shard;
-  check_hybrid_shard_flag(p, framework);
   p.sequence_parallel = a.sequence_parallel;
   p.micro_batch_size = a.micro_batch_size;
   p.global_batch_size = a.global_batch_size.value_or(a.micro_batch_size * p.dp);
@@ -222,8 +221,8 @@ void add_predict_command(CLI::App& app, Runner& run) {
   c->add_option("--zero-stage", a->zero_stage, "0, 1, 2 or 3");
   c->add_option("--data-parallel-shard-size", a->zero_shard,
                 "Hybrid sharding: ZeRO state sharded over groups of N data-parallel ranks, replicated across the "
-                "groups (FSDP's HYBRID_SHARD, torchtitan's dp_shard; priced under a framework profile that has it; "
-                "default: the whole data-parallel group)");
+                "groups (as this engine, FSDP's HYBRID_SHARD and torchtitan's dp_shard run it; default: the whole "
+                "data-parallel group)");
   c->add_flag("--use-flash-attn", a->flash);
   c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);

@@ -39,7 +39,7 @@ struct TrainFlags {
   std::optional<int> num_layers, hidden_size, heads, ffn, seq, positions, vocab;
   ArchFlags arch;
   StageFlags stages;
-  int tp = 1, pp = 1, zero = 0, mbs = 1, recompute_layers = 1;
+  int tp = 1, pp = 1, zero = 0, zero_shard = 0, mbs = 1, recompute_layers = 1;
   std::optional<int> gbs, layers_per_virtual_stage;
   std::string schedule = "1f1b", recompute = "none", recompute_method = "uniform";
   bool sp = false, bf16 = false, no_memory_check = false;
@@ -121,6 +121,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
         f.tp * f.pp);
   p.dp = world / (f.tp * f.pp);
   p.zero_stage = f.zero;
+  p.zero_shard = f.zero_shard == p.dp ? 0 : f.zero_shard;  // validate() checks that it divides DP
   p.sequence_parallel = f.sp;
   p.micro_batch_size = f.mbs;
   check(f.gbs || int64_t{f.mbs} * p.dp <= INT32_MAX, "micro-batch-size {} x {} data-parallel ranks exceeds {}", f.mbs,
@@ -218,6 +219,10 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--sequence-parallel", f->sp, "Shard LayerNorm/residual regions along the sequence")->group(g);
   cmd->add_option("--zero-stage", f->zero, "ZeRO stage 0-3 over the data-parallel group")
       ->capture_default_str()->group(g);
+  cmd->add_option("--data-parallel-shard-size", f->zero_shard,
+                  "Hybrid sharding: ZeRO state sharded over groups of N consecutive data-parallel ranks and "
+                  "replicated across the groups (ZeRO stage 1-3; default: the whole group)")
+      ->group(g);
   cmd->add_option("--recompute-granularity", f->recompute, "none, selective or full")->capture_default_str()->group(g);
   cmd->add_option("--recompute-method", f->recompute_method, "uniform or block (full recompute)")
       ->capture_default_str()->group(g);

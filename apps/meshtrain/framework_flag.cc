@@ -29,32 +29,14 @@ const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf
   return &f;
 }
 
-namespace {
-
-// A layout the engine does not run, priced only under a profile that has
-// `feature`: throws Error naming those profiles.
-void refuse_without_profile(const std::string& what, bool perf::FrameworkProfile::*feature) {
-  std::string with;
-  for (const perf::FrameworkProfile& p : perf::framework_profiles())
-    if (p.*feature) with += (with.empty() ? "" : " or ") + p.name;
-  throw Error(fmt::format("{}; price it as a framework that does (--framework-profile {})", what, with));
-}
-
-}  // namespace
-
 void check_context_parallel_flag(int cp, const perf::FrameworkProfile* f) {
   if (cp == 1 || f) return;  // a profile without CP refuses it by name (unsupported_by)
-  refuse_without_profile(
-      fmt::format("--context-parallel-size {}: this project's engine runs no context parallelism", cp),
-      &perf::FrameworkProfile::context_parallel);
-}
-
-void check_hybrid_shard_flag(const ParallelConfig& p, const perf::FrameworkProfile* f) {
-  if (!p.hybrid_shard() || f) return;  // a profile without it refuses it by name (unsupported_by)
-  refuse_without_profile(fmt::format("--data-parallel-shard-size {}: this project's engine shards ZeRO state over "
-                                     "the whole data-parallel group ({} ranks)",
-                                     p.zero_shard, p.dp),
-                         &perf::FrameworkProfile::hybrid_shard);
+  std::string with;
+  for (const perf::FrameworkProfile& p : perf::framework_profiles())
+    if (p.context_parallel) with += (with.empty() ? "" : " or ") + p.name;
+  throw Error(fmt::format("--context-parallel-size {}: this project's engine runs no context parallelism; price it "
+                          "as a framework that does (--framework-profile {})",
+                          cp, with));
 }
 
 void print_framework(const perf::FrameworkProfile* f) {

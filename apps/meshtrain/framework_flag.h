@@ -32,12 +32,6 @@ const perf::FrameworkProfile* apply_framework_flag(const std::string& name, perf
 // throws Error naming the profiles that have it otherwise.
 void check_context_parallel_flag(int cp, const perf::FrameworkProfile* f);
 
-// --data-parallel-shard-size N below DP beside --framework-profile: hybrid
-// sharding is priced only as a framework runs it (this project's engine
-// shards over the whole DP group); throws Error naming the profiles that
-// have it otherwise.
-void check_hybrid_shard_flag(const ParallelConfig& p, const perf::FrameworkProfile* f);
-
 // "as NAME runs it: BASIS" on standard output; nothing for nullptr.
 void print_framework(const perf::FrameworkProfile* f);
 

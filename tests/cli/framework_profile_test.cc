@@ -99,7 +99,7 @@ TEST(FrameworkProfileCli, PredictTextShowsCpCommAndTheIntervalWhereTheyApply) {
 namespace {
 
 // --data-parallel-shard-size: hybrid sharding priced under a profile that
-// has it, shown in the layout line, refused without one.
+// has it, shown in the layout line, refused under one that has not.
 TEST(FrameworkProfileCli, PredictPricesHybridShardingUnderAProfileThatHasIt) {
   const std::string layout =
       "predict --model llama2-7b --system ibm-a100-80gb-400g --num-gpus 128 --micro-batch-size 2 --zero-stage 3 "
@@ -109,7 +109,8 @@ TEST(FrameworkProfileCli, PredictPricesHybridShardingUnderAProfileThatHasIt) {
   EXPECT_EQ(j["config"]["data_parallel_shard_size"], 8);
   const std::string text = run_text(layout + " --framework-profile torchtitan-2024");
   EXPECT_NE(text.find("dp=128 (shard 8 x replicate 16)"), std::string::npos) << text;
-  EXPECT_TRUE(run_json(layout + " --json").is_null());  // the engine shards over all 128
+  EXPECT_TRUE(run_json(layout + " --framework-profile megatron-core-2024 --json").is_null());  // no hybrid sharding
+  EXPECT_FALSE(run_json(layout + " --json").is_null());  // this project's engine runs it
 }
 
 }  // namespace

@@ -5,7 +5,11 @@
 //                              --exit-interval 3, resumed: losses and final
 //                              weights bit-identical to the uninterrupted run;
 //   Resume.OtherLayouts        that checkpoint loaded serially, TP4, PP2 x DP2
-//                              (ZeRO-2) and DP4 (ZeRO-3): within 1e-5;
+//                              (ZeRO-2), DP4 (ZeRO-3, and hybrid over blocks
+//                              of 2): within 1e-5;
+//   Resume.FromAHybridShardedRun  a hybrid-sharded run's checkpoint (ZeRO-2
+//                              over blocks of 2 of DP 4) loaded serially:
+//                              within 1e-5;
 //   Resume.AsyncSaveBitwise    --async-save --keep-last 2: every save committed,
 //                              the oldest pruned, the snapshot buffer counted
 //                              as host memory, a resume from the second one
@@ -139,6 +143,7 @@ TEST(Resume, OtherLayouts) {
       {4, "--tensor-model-parallel-size 4"},
       {4, "--pipeline-model-parallel-size 2 --zero-stage 2"},
       {4, "--zero-stage 3"},
+      {4, "--zero-stage 3 --data-parallel-shard-size 2"},  // hybrid sharding: each block loads its shards
       {3, "--pipeline-model-parallel-size 3 --pipeline-stage-partition balanced"},  // 3, 3, 2 layers
   };
   int k = 0;
@@ -156,6 +161,24 @@ TEST(Resume, OtherLayouts) {
     double diff = 0, norm = 0;
     for (size_t i = 0; i < got.size(); ++i) diff += double(got[i] - want[i]) * (got[i] - want[i]), norm += double(want[i]) * want[i];
     EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+  }
+}
+
+// Hybrid sharding writes each shard once (its first replica): saved from
+// ZeRO-2 over blocks of 2 of 4 DP ranks, the checkpoint resumes serially.
+TEST(Resume, FromAHybridShardedRun) {
+  const Reference& ref = reference();
+  const fs::path d = scratch() / "hsdp";
+  fs::create_directories(d);
+  const Outcome s = sh(train(4, fmt::format("--zero-stage 2 --data-parallel-shard-size 2 --train-iters 6 --save {} "
+                                            "--exit-interval 3",
+                                            (d / "ckpt").string())));
+  ASSERT_EQ(s.rc, 0) << s.output;
+  const nlohmann::json r = resume(1, "", d / "ckpt", "hsdp_serial");
+  ASSERT_EQ(r["losses"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const double a = r["losses"][i], b = ref.report["losses"][3 + i];
+    EXPECT_LE(std::abs(a - b) / std::abs(b), 1e-5) << a << " vs " << b;
   }
 }
 

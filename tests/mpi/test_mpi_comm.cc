@@ -93,6 +93,8 @@ std::vector<int> megatron_group(int tp, int pp, int world, GroupKind kind, int r
       all.push_back(g);
       break;
     }
+    case GroupKind::dp_shard:
+    case GroupKind::dp_replicate: break;  // hybrid sharding only: tested on their own
   }
   for (const auto& g : all)
     if (std::find(g.begin(), g.end(), rank) != g.end()) return g;
@@ -150,6 +152,38 @@ TEST(ProcessMesh, MembershipFollowsMegatron) {
     EXPECT_EQ(pipeline[mesh.next_stage_rank()], mesh.next_stage_world_rank());
     EXPECT_EQ(pipeline[mesh.prev_stage_rank()], mesh.prev_stage_world_rank());
     if (rank == 0 && tp == 2 && pp == 2 && w == 8) std::printf("%s", mesh.describe().c_str());
+  }
+}
+
+// Hybrid sharding: ZeRO's shard group is a block of consecutive DP ranks,
+// its replicas the DP ranks at the same place in the other blocks.
+TEST(ProcessMesh, HybridShardGroupsSplitTheDataParallelGroup) {
+  const int w = world_size(), rank = world_rank();
+  if (w < 4 || w % 2 != 0) GTEST_SKIP() << "needs an even world of at least 4 ranks";
+  ParallelConfig p;
+  p.dp = w;
+  p.zero_shard = 2;
+  ProcessMesh mesh(p);
+  EXPECT_EQ(members(mesh.zero_shard_group()), (std::vector<int>{rank - rank % 2, rank - rank % 2 + 1}));
+  EXPECT_EQ(members(mesh.zero_shard_group()), mesh_group_of(mesh.shape(), GroupKind::dp_shard, rank));
+  ASSERT_NE(mesh.zero_replica_group(), nullptr);
+  std::vector<int> replicas;
+  for (int r = rank % 2; r < w; r += 2) replicas.push_back(r);
+  EXPECT_EQ(members(*mesh.zero_replica_group()), replicas);
+  EXPECT_EQ(members(*mesh.zero_replica_group()), mesh_group_of(mesh.shape(), GroupKind::dp_replicate, rank));
+  EXPECT_EQ(mesh.zero_shard_rank(), rank % 2);
+  EXPECT_EQ(mesh.zero_replica(), rank / 2);
+  // A sum over the shard group, then over the replicas, is the sum over DP.
+  int x = rank;
+  mesh.zero_shard_group().all_reduce(&x, 1);
+  mesh.zero_replica_group()->all_reduce(&x, 1);
+  EXPECT_EQ(x, w * (w - 1) / 2);
+  ProcessMesh plain(1, 1);
+  EXPECT_EQ(&plain.zero_shard_group(), &plain.dp_group());
+  EXPECT_EQ(plain.zero_replica_group(), nullptr);
+  p.zero_shard = 3;
+  if (w % 3 != 0) {
+    EXPECT_THROW(ProcessMesh{p}, Error);
   }
 }
 

@@ -121,10 +121,12 @@ struct Config {
   // DeepSpeed's balanced partition of the transformer layers, "beh": of the
   // layers, the embedding and the head, by --pp-partition-method), a layer
   // count other than the model file's, and (interleaved) the chunks per
-  // stage, given as --num-virtual-stages-per-pipeline-rank (vpp_given).
+  // stage, given as --num-virtual-stages-per-pipeline-rank (vpp_given), and
+  // hybrid sharding's shard group (--data-parallel-shard-size).
   std::string stages;
   int layers = 0;
   bool vpp_given = false;
+  int shard = 0;  // hybrid sharding: DP ranks per ZeRO shard group (0: all)
   bool embedding_head() const { return stages == "eh" || stages == "ehc" || stages == "beh"; }
   bool balanced() const { return stages == "b" || stages == "beh"; }
   int first_layers() const { return stage_count('f'); }
@@ -143,6 +145,7 @@ struct Config {
     if (model != "tied") s += "_" + model;
     if (!stages.empty()) s += "_st" + stages;
     if (layers > 0) s += fmt::format("_l{}", layers);
+    if (shard > 0) s += fmt::format("_sh{}", shard);
     return s;
   }
   std::string line() const {
@@ -152,6 +155,7 @@ struct Config {
     if (!stages.empty()) l += " stages=" + stages;
     if (layers > 0) l += fmt::format(" layers={}", layers);
     if (vpp_given) l += fmt::format(" vpp={}", vpp);
+    if (shard > 0) l += fmt::format(" shard={}", shard);
     return l;
   }
   // The flags of `meshtrain train` beyond the common ones.
@@ -169,6 +173,7 @@ struct Config {
       f.insert(f.end(), {"--pipeline-schedule", sched});
     }
     if (sp) f.push_back("--sequence-parallel");
+    if (shard > 0) f.insert(f.end(), {"--data-parallel-shard-size", std::to_string(shard)});
     if (first_layers() > 0) f.insert(f.end(), {"--decoder-first-pipeline-num-layers", std::to_string(first_layers())});
     if (last_layers() > 0) f.insert(f.end(), {"--decoder-last-pipeline-num-layers", std::to_string(last_layers())});
     if (stages == "eh") f.insert(f.end(), {"--pipeline-layer-counting", "embedding-head"});
@@ -252,6 +257,7 @@ mt::ParallelConfig parallel_config(const Config& c) {
   p.dp = c.dp;
   p.vpp = c.vpp;
   p.zero_stage = c.zero;
+  p.zero_shard = c.shard == c.dp ? 0 : c.shard;
   p.sequence_parallel = c.sp;
   p.micro_batch_size = c.mb;
   p.global_batch_size = c.gbs();
@@ -410,6 +416,7 @@ Config parse_config(const std::string& line) {
     c.vpp = std::stoi(f["vpp"]);
     c.lpvs = 0;
   }
+  c.shard = f.count("shard") ? std::stoi(f["shard"]) : 0;
   if (f["name"] != c.name() || f["np"] != std::to_string(c.np()) || f["gbs"] != std::to_string(c.gbs()) ||
       f["model"] != c.model)
     throw mt::Error(fmt::format("derived fields disagree with the knobs (expected {}) in: {}", c.line(), line));

@@ -1,9 +1,10 @@
 // Hybrid sharding (HSDP) in the performance model: ZeRO state sharded over
 // groups of consecutive DP ranks and replicated across the groups; the
 // all-gathers and reduce-scatters stay in the group, each reduced shard is
-// all-reduced across the replicas. Frameworks without it, the engine and
-// the launch lines refuse it; the planner searches it only under a profile
-// that has it.
+// all-reduced across the replicas. The engine runs it (its parity tests are
+// in tests/parallel); frameworks without it and Megatron's launch line
+// refuse it; the planner searches it under a profile that has it or when
+// asked.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -115,14 +116,14 @@ TEST(HybridShard, OnlyFrameworksWithItRunIt) {
   EXPECT_NE(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), unfused, m.num_layers)
                 .find("no hybrid sharding"),
             std::string::npos);
-  // The engine shards over the whole group (tests/train): no launch line.
+  // The engine runs it (tests/parallel: parity); Megatron-LM has no flag.
   const tune::LaunchSpec spec{"", m, p, 128, 8};
-  EXPECT_THROW(tune::emit(spec, "train"), Error);
+  EXPECT_NE(tune::emit(spec, "train").find("--data-parallel-shard-size 8"), std::string::npos);
   EXPECT_THROW(tune::emit(spec, "megatron"), Error);
 }
 
 // The planner lists node-sized groups (one node, then powers of two of
-// nodes) only under a profile that has hybrid sharding.
+// nodes) under a profile that has hybrid sharding, or when asked.
 TEST(HybridShard, PlannerSearchesItUnderAProfileThatHasIt) {
   const ModelConfig m = load_model_config("llama2-7b");
   const perf::SystemSpec s = perf::load_system_spec("ibm-a100-80gb-400g");
@@ -142,6 +143,10 @@ TEST(HybridShard, PlannerSearchesItUnderAProfileThatHasIt) {
   tune::SearchSpace engine;
   engine.tp = {1};
   for (const ParallelConfig& p : tune::enumerate(m, engine, 128, 256, 8)) EXPECT_EQ(p.zero_shard, 0);
+  engine.hybrid_shard = true;  // plan --hybrid-shard
+  shards.clear();
+  for (const ParallelConfig& p : tune::enumerate(m, engine, 128, 256, 8)) shards.insert(p.zero_shard);
+  EXPECT_EQ(shards, (std::set<int>{0, 8, 16, 32, 64}));
 }
 
 }  // namespace

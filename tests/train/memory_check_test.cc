@@ -130,19 +130,22 @@ TEST(TrainOptions, TheEngineRefusesContextParallelism) {
   }
 }
 
-TEST(TrainOptions, TheEngineRefusesHybridSharding) {
+// Hybrid sharding: a shard group that divides DP, under ZeRO 1-3.
+TEST(TrainOptions, HybridShardingNeedsAGroupThatDividesDpUnderZero) {
   TrainOptions o = options(4, 3);
   o.parallel.zero_shard = 2;
+  EXPECT_NO_THROW(check_options(o, 4));
+  o.parallel.zero_shard = 3;
   try {
     check_options(o, 4);
-    FAIL() << "a shard group of 2 of 4 ranks was accepted";
+    FAIL() << "a shard group of 3 of 4 ranks was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("engine shards ZeRO state over the whole data-parallel group"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("not divisible by the data-parallel shard size 3"), std::string::npos)
         << e.what();
   }
-  o.parallel.zero_shard = 4;  // the whole group: plain ZeRO-3
-  EXPECT_NO_THROW(check_options(o, 4));
+  o.parallel.zero_shard = 2;
+  o.parallel.zero_stage = 0;
+  EXPECT_THROW(check_options(o, 4), Error);
 }
 
 }  // namespace

@@ -7,6 +7,11 @@
 //   mp        model-parallel: ranks that share the DP coordinate (tp x pp)
 //   embedding first and last stage of each pipeline (just the rank when pp == 1)
 //   world     every rank
+//   dp_shard  hybrid sharding (p.hybrid_shard()): consecutive DP ranks in
+//             groups of p.shard_size(), over which ZeRO state is sharded
+//   dp_replicate  the DP ranks holding the same shard, one from each
+//             dp_shard group (torchtitan's names); both are empty lists of
+//             groups when sharding is not hybrid
 // Pure functions of the shape: no MPI. ProcessMesh builds the communicators;
 // these lists describe them (and let tests check them).
 #pragma once
@@ -19,10 +24,10 @@
 
 namespace meshtrain {
 
-enum class GroupKind { tp, dp, pp, mp, embedding, world };
-constexpr int kNumGroupKinds = 6;
+enum class GroupKind { tp, dp, pp, mp, embedding, world, dp_shard, dp_replicate };
+constexpr int kNumGroupKinds = 8;
 
-// "tp", "dp", "pp", "mp", "embedding", "world".
+// "tp", "dp", "pp", "mp", "embedding", "world", "dp_shard", "dp_replicate".
 std::string_view group_name(GroupKind k);
 // The kind named `name`; throws Error on an unknown name.
 GroupKind parse_group_kind(std::string_view name);

@@ -13,7 +13,7 @@ int world_size_of(MPI_Comm world) {
   return size;
 }
 
-ParallelConfig mesh_shape(int tp, int pp, int world) {
+ParallelConfig mesh_shape(int tp, int pp, int world, int zero_shard = 0) {
   check(tp >= 1 && pp >= 1, "process mesh: tp ({}) and pp ({}) must be at least 1", tp, pp);
   check(world % (tp * pp) == 0,
         "process mesh: world size {} is not a multiple of tp x pp = {} x {} = {}", world, tp, pp, tp * pp);
@@ -21,6 +21,9 @@ ParallelConfig mesh_shape(int tp, int pp, int world) {
   p.tp = tp;
   p.pp = pp;
   p.dp = world / (tp * pp);
+  check(zero_shard >= 0 && (zero_shard == 0 || p.dp % zero_shard == 0),
+        "process mesh: data-parallel size {} is not divisible by the data-parallel shard size {}", p.dp, zero_shard);
+  p.zero_shard = zero_shard == p.dp ? 0 : zero_shard;
   return p;
 }
 
@@ -46,10 +49,13 @@ int tp_matching_world(const ParallelConfig& p, MPI_Comm world) {
 }  // namespace
 
 ProcessMesh::ProcessMesh(const ParallelConfig& p, MPI_Comm world, double watchdog_timeout_s)
-    : ProcessMesh(tp_matching_world(p, world), p.pp, world, watchdog_timeout_s) {}
+    : ProcessMesh(Shape{mesh_shape(tp_matching_world(p, world), p.pp, world_size_of(world), p.zero_shard)}, world,
+                  watchdog_timeout_s) {}
 
 ProcessMesh::ProcessMesh(int tp, int pp, MPI_Comm world, double watchdog_timeout_s)
-    : shape_(mesh_shape(tp, pp, world_size_of(world))) {
+    : ProcessMesh(Shape{mesh_shape(tp, pp, world_size_of(world))}, world, watchdog_timeout_s) {}
+
+ProcessMesh::ProcessMesh(Shape shape, MPI_Comm world, double watchdog_timeout_s) : shape_(shape.p) {
   check_mpi(MPI_Comm_rank(world, &rank_), "MPI_Comm_rank", "world");
   coord_ = coord_of(shape_, rank_);
   peers_ = std::make_unique<NodePeers>(world);
@@ -63,14 +69,18 @@ ProcessMesh::ProcessMesh(int tp, int pp, MPI_Comm world, double watchdog_timeout
   check_mpi(MPI_Comm_dup(world, &dup), "MPI_Comm_dup", "world");
   // Every rank makes the same splits in the same order.
   const RankCoord c = coord_;
-  const int t = shape_.tp, d = shape_.dp;
+  const int t = shape_.tp, d = shape_.dp, S = shape_.shard_size();
+  const bool hybrid = shape_.hybrid_shard();
+  const int dp_line = c.pp * t + c.tp;  // which DP group
   const MPI_Comm comms[kNumGroupKinds] = {
       /*tp*/ split(dup, c.pp * d + c.dp, c.tp, "tp"),
-      /*dp*/ split(dup, c.pp * t + c.tp, c.dp, "dp"),
+      /*dp*/ split(dup, dp_line, c.dp, "dp"),
       /*pp*/ split(dup, c.dp * t + c.tp, c.pp, "pp"),
       /*mp*/ split(dup, c.dp, c.pp * t + c.tp, "mp"),
       /*embedding*/ split(dup, in_embedding_group() ? c.dp * t + c.tp : MPI_UNDEFINED, c.pp, "embedding"),
       /*world*/ dup,
+      /*dp_shard*/ split(dup, hybrid ? dp_line * (d / S) + c.dp / S : MPI_UNDEFINED, c.dp % S, "dp_shard"),
+      /*dp_replicate*/ split(dup, hybrid ? dp_line * S + c.dp % S : MPI_UNDEFINED, c.dp / S, "dp_replicate"),
   };
   for (int k = 0; k < kNumGroupKinds; ++k) {
     if (comms[k] == MPI_COMM_NULL) continue;
@@ -85,7 +95,7 @@ ProcessMesh::ProcessMesh(ProcessMesh&&) noexcept = default;
 
 Communicator& ProcessMesh::group(GroupKind kind) {
   Communicator* c = groups_[static_cast<int>(kind)].get();
-  MT_ASSERT(c != nullptr);  // only the embedding group can be absent: middle pipeline stages
+  MT_ASSERT(c != nullptr);  // absent: the embedding group of middle stages, hybrid groups without it
   return *c;
 }
 

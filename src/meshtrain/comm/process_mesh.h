@@ -1,7 +1,8 @@
 // ProcessMesh: the one place where the parallel groups of a run are built.
 // It is constructed once per process, collectively over the world
-// communicator, from the TP and PP sizes (DP = world / (TP x PP)), and the
-// rest of the engine asks it for a group by name:
+// communicator, from the TP and PP sizes (DP = world / (TP x PP)) and the
+// ZeRO shard group (hybrid sharding), and the rest of the engine asks it for
+// a group by name:
 //   mesh.tp_group().all_reduce(...);   mesh.group(GroupKind::dp) ...
 // Group membership is Megatron's (comm/mesh_groups.h). The mesh owns the
 // communicators, the Watchdog they share, and hence their statistics.
@@ -30,8 +31,8 @@ class ProcessMesh {
   // tp x pp. A watchdog_timeout_s <= 0 runs without a watchdog.
   ProcessMesh(int tp, int pp, MPI_Comm world = MPI_COMM_WORLD,
               double watchdog_timeout_s = Watchdog::timeout_from_env());
-  // As above with p.tp and p.pp; also throws Error if p.dp disagrees with
-  // world / (tp x pp).
+  // As above with p.tp, p.pp and p.zero_shard; also throws Error if p.dp
+  // disagrees with world / (tp x pp) or the shard group does not divide it.
   explicit ProcessMesh(const ParallelConfig& p, MPI_Comm world = MPI_COMM_WORLD,
                        double watchdog_timeout_s = Watchdog::timeout_from_env());
   ~ProcessMesh();
@@ -46,7 +47,7 @@ class ProcessMesh {
   int world_size() const { return shape_.world(); }
   int rank() const { return rank_; }  // in the world
   RankCoord coord() const { return coord_; }
-  // The mesh's shape as a ParallelConfig (only tp, dp and pp are set).
+  // The mesh's shape as a ParallelConfig (only tp, dp, pp and zero_shard are set).
   const ParallelConfig& shape() const { return shape_; }
 
   // --- Groups, asked for by name ------------------------------------------
@@ -58,6 +59,15 @@ class ProcessMesh {
   // belong to one (see in_embedding_group()).
   Communicator& embedding_group() { return group(GroupKind::embedding); }
   Communicator& world() { return group(GroupKind::world); }
+  // ZeRO's groups: the DP ranks its state is sharded over (dp_group() unless
+  // sharding is hybrid), and, with hybrid sharding, the replicas of this
+  // rank's shard (nullptr otherwise).
+  Communicator& zero_shard_group() { return group(shape_.hybrid_shard() ? GroupKind::dp_shard : GroupKind::dp); }
+  Communicator* zero_replica_group() {
+    return shape_.hybrid_shard() ? &group(GroupKind::dp_replicate) : nullptr;
+  }
+  int zero_shard_rank() const { return coord_.dp % shape_.shard_size(); }  // in zero_shard_group()
+  int zero_replica() const { return coord_.dp / shape_.shard_size(); }     // which copy of the shard
   Communicator& group(GroupKind kind);
   Communicator& group(std::string_view name) { return group(parse_group_kind(name)); }
   bool in_embedding_group() const { return is_first_stage() || is_last_stage(); }
@@ -85,6 +95,11 @@ class ProcessMesh {
   const Watchdog* watchdog() const { return watchdog_.get(); }
 
  private:
+  struct Shape {
+    ParallelConfig p;
+  };
+  ProcessMesh(Shape shape, MPI_Comm world, double watchdog_timeout_s);
+
   ParallelConfig shape_;
   int rank_ = 0;
   RankCoord coord_;

@@ -25,8 +25,8 @@ float ShardedState<T>::init_value(const ParamSpec& s, int64_t i, uint64_t seed) 
 
 template <class T>
 ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed)
-    : layout_(layout), p_(p), mesh_(mesh), seed_(seed), dp_rank_(mesh.coord().dp) {
-  const int64_t N = layout.numel(), S = N / p.dp;
+    : layout_(layout), p_(p), mesh_(mesh), seed_(seed), dp_rank_(mesh.zero_shard_rank()), shards_(p.shard_size()) {
+  const int64_t N = layout.numel(), S = N / shards_;
   const int z = p.zero_stage;
   const int64_t opt_size = z >= 1 ? S : N;
   weights_ = Buffer(MemCategory::parameters, (z >= 3 ? S : N) * sizeof(T));
@@ -39,8 +39,8 @@ ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, Pro
   unit_grads_.resize(units.size());
   const bool tp0 = mesh.coord().tp == 0;
   for (const Unit& u : units) {
-    opt_offset_.push_back(z >= 1 ? u.offset / p.dp : u.offset);
-    shard_offset_.push_back(u.offset / p.dp);
+    opt_offset_.push_back(z >= 1 ? u.offset / shards_ : u.offset);
+    shard_offset_.push_back(u.offset / shards_);
     const int64_t a = update_begin(u), b = a + update_size(u);
     const bool tied_copy = u.name == "head.word";
     for (const ParamSpec& s : u.params) {
@@ -56,22 +56,22 @@ ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, Pro
 
 template <class T>
 int64_t ShardedState<T>::update_begin(const Unit& u) const {
-  return p_.zero_stage >= 1 ? u.offset + dp_rank_ * u.shard_numel(p_.dp) : u.offset;
+  return p_.zero_stage >= 1 ? u.offset + dp_rank_ * u.shard_numel(shards_) : u.offset;
 }
 template <class T>
 int64_t ShardedState<T>::update_size(const Unit& u) const {
-  return p_.zero_stage >= 1 ? u.shard_numel(p_.dp) : u.padded_numel;
+  return p_.zero_stage >= 1 ? u.shard_numel(shards_) : u.padded_numel;
 }
 static size_t unit_index(const Layout& l, const Unit& u) { return static_cast<size_t>(&u - l.units().data()); }
 
 template <class T>
 float* ShardedState<T>::reduced_grads(const Unit& u) const {
-  if (p_.zero_stage >= 2) return grads_.template as<float>() + u.offset / p_.dp;
+  if (p_.zero_stage >= 2) return grads_.template as<float>() + u.offset / shards_;
   return grads_.template as<float>() + u.offset;  // stage 1: in-place reduce-scatter leaves the shard in front
 }
 template <class T>
 T* ShardedState<T>::update_weights(const Unit& u) const {
-  if (p_.zero_stage >= 3) return weights_.template as<T>() + u.offset / p_.dp;
+  if (p_.zero_stage >= 3) return weights_.template as<T>() + u.offset / shards_;
   return weights_.template as<T>() + update_begin(u);
 }
 
@@ -115,10 +115,10 @@ void ShardedState<T>::gather(const Unit& u) {
   if (p_.zero_stage < 3) return;
   Buffer& g = unit_gather_[unit_index(layout_, u)];
   if (!g.empty()) return;
-  const int64_t S = u.shard_numel(p_.dp);
+  const int64_t S = u.shard_numel(shards_);
   g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(T));
   std::memcpy(g.template as<T>() + dp_rank_ * S, update_weights(u), S * sizeof(T));
-  mesh_.dp_group().all_gather(Communicator::kInPlace, g.template as<T>(), S);
+  mesh_.zero_shard_group().all_gather(Communicator::kInPlace, g.template as<T>(), S);
 }
 
 template <class T>
@@ -150,15 +150,16 @@ void ShardedState<T>::reduce_sequence_partials(const Unit& u, float* unit_grads)
 
 template <class T>
 void ShardedState<T>::end_backward(const Unit& u, bool last) {
-  Communicator& dp = mesh_.dp_group();
-  const int64_t S = u.shard_numel(p_.dp);
+  Communicator& group = mesh_.zero_shard_group();  // the DP group unless sharding is hybrid
+  const int64_t S = u.shard_numel(shards_);
   const int idx = static_cast<int>(unit_index(layout_, u));
   if (p_.zero_stage < 2) {
     if (!last) return;
     float* g = grads_.template as<float>() + u.offset;
     reduce_sequence_partials(u, g);
     if (p_.dp == 1) return;
-    Pending pd{p_.zero_stage == 0 ? dp.iall_reduce(g, u.padded_numel) : dp.ireduce_scatter(Communicator::kInPlace, g, S),
+    Pending pd{p_.zero_stage == 0 ? group.iall_reduce(g, u.padded_numel)
+                                  : group.ireduce_scatter(Communicator::kInPlace, g, S),
                idx, Buffer(), Buffer()};
     pending_.push_back(std::move(pd));
     return;
@@ -166,26 +167,33 @@ void ShardedState<T>::end_backward(const Unit& u, bool last) {
   Buffer full = std::move(unit_grads_[idx]);
   reduce_sequence_partials(u, full.template as<float>());
   Buffer shard(MemCategory::comm_buffers, S * sizeof(float));
-  Request r = dp.ireduce_scatter(full.template as<float>(), shard.template as<float>(), S);
+  Request r = group.ireduce_scatter(full.template as<float>(), shard.template as<float>(), S);
   pending_.push_back(Pending{std::move(r), idx, std::move(full), std::move(shard)});
   // Bound the gradient memory in flight: complete all but the newest two.
   while (pending_.size() > 2) {
-    Pending& o = pending_.front();
-    o.req.wait();
-    const Unit& ou = layout_.units()[o.unit];
-    kernels::accumulate(reduced_grads(ou), o.shard.template as<float>(), ou.shard_numel(p_.dp));
+    complete(pending_.front());
     pending_.erase(pending_.begin());
   }
 }
 
 template <class T>
-void ShardedState<T>::finish_reductions() {
-  for (Pending& o : pending_) {
-    o.req.wait();
-    if (o.shard.empty()) continue;
-    const Unit& ou = layout_.units()[o.unit];
-    kernels::accumulate(reduced_grads(ou), o.shard.template as<float>(), ou.shard_numel(p_.dp));
+void ShardedState<T>::complete(Pending& o) {
+  o.req.wait();
+  const Unit& u = layout_.units()[o.unit];
+  const int64_t S = u.shard_numel(shards_);
+  // Hybrid sharding: the shard reduced in the group, summed over its replicas.
+  Communicator* replicas = mesh_.zero_replica_group();
+  if (o.shard.empty()) {  // stages 0, 1: reduced in place
+    if (replicas && p_.zero_stage == 1) replicas->all_reduce(reduced_grads(u), S);
+    return;
   }
+  if (replicas) replicas->all_reduce(o.shard.template as<float>(), S);
+  kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), S);
+}
+
+template <class T>
+void ShardedState<T>::finish_reductions() {
+  for (Pending& o : pending_) complete(o);
   pending_.clear();
   // The two copies of the tied word embedding hold partial gradients. An
   // untied model has no second copy: the first stage must not wait in an
@@ -200,10 +208,11 @@ void ShardedState<T>::finish_reductions() {
 template <class T>
 double ShardedState<T>::grad_sq_norm_local() const {
   double sum = 0;
+  if (mesh_.zero_replica() > 0) return sum;  // hybrid sharding: the first replica counts the shard
   for (const Unit& u : layout_.units()) {
     // Stage 0 holds the whole reduced gradient on every DP rank: count only
     // this rank's shard of it.
-    const int64_t S = u.shard_numel(p_.dp);
+    const int64_t S = u.shard_numel(shards_);
     const int64_t own_lo = u.offset + dp_rank_ * S, own_hi = own_lo + S;
     const int64_t base = update_begin(u);
     const float* g = reduced_grads(u);
@@ -244,9 +253,10 @@ void ShardedState<T>::step(float lr, float grad_scale, int t, const AdamWConfig&
     }
   }
   kernels::adamw_multi_tensor(tensors.data(), static_cast<int>(tensors.size()), adamw_step(lr, grad_scale, t, c));
-  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.dp > 1) {
+  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && shards_ > 1) {
     for (const Unit& u : layout_.units())
-      mesh_.dp_group().all_gather(Communicator::kInPlace, weights_.template as<T>() + u.offset, u.shard_numel(p_.dp));
+      mesh_.zero_shard_group().all_gather(Communicator::kInPlace, weights_.template as<T>() + u.offset,
+                                          u.shard_numel(shards_));
   }
   std::memset(grads_.data(), 0, grads_.bytes());
 }
@@ -274,7 +284,8 @@ std::vector<typename ShardedState<T>::OptimizerShard> ShardedState<T>::optimizer
     const Unit& u = layout_.units()[s.unit];
     float* master = nullptr;
     if constexpr (!std::is_same_v<T, float>) master = master_.template as<float>() + s.opt_offset;
-    int64_t wb = 0, wl = s.counted ? s.length : 0;
+    // Hybrid sharding: the first replica writes the shard.
+    int64_t wb = 0, wl = s.counted && mesh_.zero_replica() == 0 ? s.length : 0;
     if (p_.zero_stage == 0 && wl > 0) {  // every DP rank holds the range: each writes 1/dp of it
       const int64_t chunk = (s.length + p_.dp - 1) / p_.dp;
       wb = std::min(s.length, dp_rank_ * chunk);

@@ -1,6 +1,11 @@
 // ShardedState: a rank's parameters, gradients and optimizer state, sharded
 // over the data-parallel group as the ZeRO stage says (Rajbhandari et al.
-// 2020), on the flat buffers that Layout describes.
+// 2020), on the flat buffers that Layout describes. With hybrid sharding
+// (ParallelConfig::zero_shard, stages 1-3) the group is a block of
+// consecutive DP ranks (ProcessMesh::zero_shard_group()) and every reduced
+// shard is then all-reduced over its replicas in the other blocks
+// (zero_replica_group()); the first replica counts it in the gradient norm
+// and writes it to checkpoints.
 //
 //   stage  weights (T)   grads (fp32)        master + Adam m, v (fp32)
 //   0      full          full, all-reduced   full (every DP rank updates all)
@@ -113,7 +118,8 @@ class ShardedState {
   ParallelConfig p_;
   ProcessMesh& mesh_;
   uint64_t seed_;
-  int dp_rank_;
+  int dp_rank_;  // in the ZeRO shard group (the DP group unless sharding is hybrid)
+  int shards_;   // ranks the state is sharded over: ParallelConfig::shard_size()
   std::vector<int64_t> opt_offset_;  // per unit: start in optimizer arrays
   std::vector<int64_t> shard_offset_;  // per unit: start in shard arrays
   std::vector<Segment> segments_;
@@ -127,6 +133,9 @@ class ShardedState {
     Buffer shard;  // stages 2, 3: its reduced shard, to add into grads_
   };
   std::vector<Pending> pending_;
+  // Waits for a posted reduction and adds its shard (stages 2, 3); with
+  // hybrid sharding first sums the shard over its replicas.
+  void complete(Pending& o);
 };
 
 }  // namespace meshtrain

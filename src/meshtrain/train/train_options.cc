@@ -49,10 +49,6 @@ void check_options(const TrainOptions& o, int world_size) {
         "context-parallel-size {}: the engine runs no context parallelism (the performance model prices it "
         "under a framework profile that has it)",
         p.cp);
-  check(!p.hybrid_shard(),
-        "data-parallel shard size {} of {}: the engine shards ZeRO state over the whole data-parallel group (the "
-        "performance model prices hybrid sharding under a framework profile that has it)",
-        p.zero_shard, p.dp);
   check(o.train_iters >= 0, "train-iters must not be negative (got {})", o.train_iters);
   check(o.lr.lr >= 0, "lr must not be negative (got {})", o.lr.lr);
   check(o.clip_grad >= 0, "clip-grad must not be negative (got {})", o.clip_grad);

@@ -86,6 +86,7 @@ std::vector<std::string> train_args(const ParallelConfig& p, int num_layers) {
   if (p.recompute == Recompute::full && p.recompute_method == RecomputeMethod::block) {
     a.insert(a.end(), {"--recompute-method", "block", "--recompute-num-layers", std::to_string(p.recompute_num_layers)});
   }
+  if (p.hybrid_shard()) a.insert(a.end(), {"--data-parallel-shard-size", std::to_string(p.zero_shard)});
   if (p.sequence_parallel) a.push_back("--sequence-parallel");
   if (p.bf16) a.push_back("--bf16");
   return a;
@@ -124,6 +125,8 @@ std::string megatron_args(const LaunchSpec& s) {
   check(p.zero_stage <= 1,
         "ZeRO-{} has no Megatron-LM argument (its distributed optimizer shards the optimizer state: ZeRO-1)",
         p.zero_stage);
+  check(!p.hybrid_shard(), "hybrid sharding (data-parallel shard size {} of {}) has no Megatron-LM argument",
+        p.zero_shard, p.dp);
   std::vector<std::string> a = {
       "--tensor-model-parallel-size", std::to_string(p.tp), "--pipeline-model-parallel-size", std::to_string(p.pp),
       "--num-layers", std::to_string(m.num_layers), "--hidden-size", std::to_string(m.hidden_size),
@@ -183,11 +186,6 @@ std::string emit(const LaunchSpec& s, const std::string& kind) {
         "--emit {}: this project's engine runs no context parallelism (context-parallel-size {}); --emit megatron "
         "prints it",
         kind, s.parallel.cp);
-  check(!s.parallel.hybrid_shard(),
-        "--emit {}: {} launches no hybrid sharding (data-parallel shard size {} of {}); run it under the framework "
-        "the layout was priced for",
-        kind, kind == "megatron" ? "Megatron-LM's command line" : "this project's engine", s.parallel.zero_shard,
-        s.parallel.dp);
   if (kind == "train") return train_command(s) + "\n";
   if (kind == "slurm-frontier") return slurm_script(s, "frontier");
   if (kind == "slurm-dgx") return slurm_script(s, "dgx");

@@ -14,10 +14,11 @@
 //   zero_stage:  0, 1, 2, 3
 //   zero_shard:  DP ranks per ZeRO shard group, 0 the whole DP group (a size
 //                that does not divide DP leaves its candidates invalid);
-//                empty: the whole group, and with hybrid_shard (set by
-//                restrict_to_framework under a framework that has it) also
-//                groups of one node and of every power of two of nodes
-//                below the whole group (ZeRO stages 1-3 only)
+//                empty: the whole group, and with hybrid_shard (plan
+//                --hybrid-shard; set by restrict_to_framework under a
+//                framework that has it) also groups of one node and of every
+//                power of two of nodes below the whole group (ZeRO stages
+//                1-3 only)
 //   micro-batch: powers of two up to 16 that divide global batch / dp
 //   recompute:   none, selective, full (every block); with
 //                partial_recompute, also full recompute of only the first k
