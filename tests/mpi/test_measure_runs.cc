@@ -105,13 +105,14 @@ struct Case {
   bool sp = false, bf16 = false;
   Recompute recompute = Recompute::none;
   std::string extra = {};  // further train flags that must not change the counts
+  int shard = 0;           // hybrid sharding: DP ranks per ZeRO shard group
 };
 
 ParallelConfig parallel_of(const Case& c) {
   ParallelConfig p;
   p.tp = c.tp, p.pp = c.pp, p.dp = c.np / (c.tp * c.pp), p.vpp = c.vpp, p.zero_stage = c.zero;
   p.sequence_parallel = c.sp, p.bf16 = c.bf16, p.recompute = c.recompute;
-  p.micro_batch_size = 1, p.global_batch_size = c.gbs;
+  p.micro_batch_size = 1, p.global_batch_size = c.gbs, p.zero_shard = c.shard;
   p.schedule = c.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
   return p;
 }
@@ -124,6 +125,7 @@ std::string train_args(const Case& c, const ModelConfig& m) {
   if (c.vpp > 1) a += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", m.num_layers / c.pp / c.vpp);
   if (c.sp) a += " --sequence-parallel";
   if (c.bf16) a += " --bf16";
+  if (c.shard > 0) a += fmt::format(" --data-parallel-shard-size {}", c.shard);
   return a + " " + c.extra;
 }
 
@@ -197,23 +199,27 @@ Expected expected_per_step(const ModelConfig& m, const ParallelConfig& p, RankCo
     if (first || last) {
       for (const Unit& u : L.units())
         if (u.name == "embedding.word" || u.name == "head.word") {
-          const double n = p.zero_stage >= 1 ? u.shard_numel(p.dp) : u.padded_numel;
+          const double n = p.zero_stage >= 1 ? u.shard_numel(p.shard_size()) : u.padded_numel;
           add("embedding", "all_reduce", 1, n * 4);
         }
     }
   }
 
   if (p.dp > 1) {
+    // ZeRO's group: the DP group, or with hybrid sharding its block, each
+    // reduced shard then all-reduced over the blocks' copies.
+    const char* zg = p.hybrid_shard() ? "dp_shard" : "dp";
     for (const Unit& u : L.units()) {
-      const double grad = u.padded_numel * 4.0, weights = u.padded_numel * E;
+      const double grad = u.padded_numel * 4.0, weights = u.padded_numel * E, shard = grad / p.shard_size();
+      const double reductions = p.zero_stage >= 2 ? mb * contributions(u) : 1;
       if (p.zero_stage == 0) add("dp", "iall_reduce", 1, grad);
-      if (p.zero_stage == 1) add("dp", "ireduce_scatter", 1, grad);
-      if (p.zero_stage >= 2) add("dp", "ireduce_scatter", mb * contributions(u), mb * contributions(u) * grad);
-      if (p.zero_stage == 1 || p.zero_stage == 2) add("dp", "all_gather", 1, weights);
+      if (p.zero_stage >= 1) add(zg, "ireduce_scatter", reductions, reductions * grad);
+      if (p.zero_stage >= 1 && p.hybrid_shard()) add("dp_replicate", "all_reduce", reductions, reductions * shard);
+      if (p.zero_stage == 1 || p.zero_stage == 2) add(zg, "all_gather", 1, weights);
       if (p.zero_stage == 3) {
         double uses = u.kind == UnitKind::block ? 2 : 1;  // blocks: forward and backward
         if (single_tied && u.name == "embedding.word") uses = 2;  // embedding and head
-        add("dp", "all_gather", mb * uses, mb * uses * weights);
+        add(zg, "all_gather", mb * uses, mb * uses * weights);
       }
     }
   }
@@ -276,6 +282,12 @@ TEST(CommBytes, PipelineParallel) {
 TEST(CommBytes, DataParallelZeroStages) {
   for (int z = 0; z <= 3; ++z) check_comm_bytes(Case{.np = 2, .zero = z, .gbs = 4});
   check_comm_bytes(Case{.np = 4, .pp = 2, .zero = 3, .gbs = 4});
+}
+
+// Hybrid sharding over blocks of 2 of DP 4: the ZeRO collectives in the
+// block, one all-reduce of each reduced shard over the other block.
+TEST(CommBytes, HybridSharding) {
+  for (int z = 1; z <= 3; ++z) check_comm_bytes(Case{.np = 4, .zero = z, .gbs = 8, .shard = 2});
 }
 
 // --------------------------------------------------------------- bubble ---
