@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -118,12 +119,13 @@ std::vector<double> steady(const std::vector<double>& v) {
   return std::vector<double>(v.begin() + 1, v.end());
 }
 
-const char* const kGroupOrder[] = {"tp", "pp", "dp", "embedding", "mp", "world"};
+const char* const kGroupOrder[] = {"tp", "pp", "dp", "dp_shard", "dp_replicate", "embedding", "mp", "world"};
 
 int group_rank(const std::string& g) {
-  for (int i = 0; i < 6; ++i)
+  constexpr int n = int(std::size(kGroupOrder));
+  for (int i = 0; i < n; ++i)
     if (g == kGroupOrder[i]) return i;
-  return 6;
+  return n;
 }
 
 // Pipeline: medians over the steady iterations of the phases and of
@@ -398,6 +400,7 @@ nlohmann::json aggregate_measurements(const std::vector<nlohmann::json>& raw, co
   nlohmann::json out;
   out["world_size"] = ctx.world_size;
   out["mesh"] = {{"tp", ctx.parallel.tp}, {"dp", ctx.parallel.dp}, {"pp", ctx.parallel.pp}};
+  if (ctx.parallel.hybrid_shard()) out["mesh"]["dp_shard"] = ctx.parallel.shard_size();
   out["iterations"] = ranks.empty() ? 0 : ranks.front()["iterations"].get<int>();
   out["steady_iterations"] = std::max(0, out["iterations"].get<int>() - (out["iterations"].get<int>() > 1 ? 1 : 0));
   out["comm_steps"] = ranks.empty() ? 1.0 : ranks.front()["comm_steps"].get<double>();

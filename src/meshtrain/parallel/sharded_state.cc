@@ -26,6 +26,8 @@ float ShardedState<T>::init_value(const ParamSpec& s, int64_t i, uint64_t seed) 
 template <class T>
 ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed)
     : layout_(layout), p_(p), mesh_(mesh), seed_(seed), dp_rank_(mesh.zero_shard_rank()), shards_(p.shard_size()) {
+  check(mesh.shape().shard_size() == shards_, "ZeRO shard group: the process mesh has {} ranks, the layout {}",
+        mesh.shape().shard_size(), shards_);
   const int64_t N = layout.numel(), S = N / shards_;
   const int z = p.zero_stage;
   const int64_t opt_size = z >= 1 ? S : N;
