@@ -147,6 +147,11 @@ TEST(HybridShard, PlannerSearchesItUnderAProfileThatHasIt) {
   shards.clear();
   for (const ParallelConfig& p : tune::enumerate(m, engine, 128, 256, 8)) shards.insert(p.zero_shard);
   EXPECT_EQ(shards, (std::set<int>{0, 8, 16, 32, 64}));
+  // Under TP 8 a node holds one DP rank: groups of 2 nodes and more.
+  engine.tp = {8};
+  shards.clear();
+  for (const ParallelConfig& p : tune::enumerate(m, engine, 128, 256, 8)) shards.insert(p.zero_shard);
+  EXPECT_EQ(shards, (std::set<int>{0, 2, 4, 8}));
 }
 
 }  // namespace

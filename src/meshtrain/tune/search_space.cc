@@ -88,7 +88,8 @@ std::vector<Mesh> meshes(const ModelConfig& m, const SearchSpace& sp, int num_gp
 // The ZeRO stage and shard group pairs of a TP x CP x PP x DP mesh: every
 // stage over the whole DP group, and stages 1-3 over the given groups or,
 // with hybrid_shard, over groups spanning one node (`node` devices) and
-// every power of two of nodes below the whole group.
+// every power of two of nodes below the whole group (of two DP ranks at
+// least: one would shard nothing).
 std::vector<std::pair<int, int>> zero_layouts(const SearchSpace& sp, const std::vector<int>& zeros, int ranks_per_dp,
                                               int dp, int node) {
   std::vector<int> shards = sp.zero_shard;
@@ -96,7 +97,8 @@ std::vector<std::pair<int, int>> zero_layouts(const SearchSpace& sp, const std::
     shards = {0};
     if (sp.hybrid_shard)
       for (int gpus = node; gpus < ranks_per_dp * dp; gpus *= 2)
-        if (gpus % ranks_per_dp == 0 && dp % (gpus / ranks_per_dp) == 0) shards.push_back(gpus / ranks_per_dp);
+        if (gpus % ranks_per_dp == 0 && gpus / ranks_per_dp > 1 && dp % (gpus / ranks_per_dp) == 0)
+          shards.push_back(gpus / ranks_per_dp);
   }
   std::vector<std::pair<int, int>> out;
   for (int zero : zeros)

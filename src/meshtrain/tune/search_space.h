@@ -18,7 +18,7 @@
 //                --hybrid-shard; set by restrict_to_framework under a
 //                framework that has it) also groups of one node and of every
 //                power of two of nodes below the whole group (ZeRO stages
-//                1-3 only)
+//                1-3 only; groups of two DP ranks or more)
 //   micro-batch: powers of two up to 16 that divide global batch / dp
 //   recompute:   none, selective, full (every block); with
 //                partial_recompute, also full recompute of only the first k
