@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 struct TuneFlags {
   std::string model = "bench", system;
   int ranks = 1, global_batch_size = 0;
-  std::vector<int> tp, pp, vpp, zero, mbs;
+  std::vector<int> tp, pp, vpp, zero, zero_shard, mbs;
   std::vector<std::string> recompute;
   bool sp = false, no_sp = false, bf16 = false;
   tune::TuneOptions o;
@@ -71,6 +71,7 @@ tune::SearchSpace search_space(const TuneFlags& f) {
   s.pp = f.pp;
   s.vpp = f.vpp.empty() ? std::vector<int>{1} : f.vpp;
   s.zero_stage = f.zero;
+  s.zero_shard = f.zero_shard;
   s.micro_batch_size = f.mbs;
   for (const std::string& r : f.recompute) s.recompute.push_back(parse_recompute(r));
   if (f.sp) s.sequence_parallel = {true};
@@ -250,6 +251,10 @@ void add_tune_command(CLI::App& app, Runner& run) {
   c->add_option("--pipeline-model-parallel-size", f->pp, "PP sizes to search")->delimiter(',');
   c->add_option("--virtual-pipeline-chunks", f->vpp, "Model chunks per stage to search (default 1)")->delimiter(',');
   c->add_option("--zero-stage", f->zero, "ZeRO stages to search")->delimiter(',');
+  c->add_option("--data-parallel-shard-size", f->zero_shard,
+                "ZeRO shard groups to search, in data-parallel ranks (hybrid sharding; 0: the whole group, the "
+                "default)")
+      ->delimiter(',');
   c->add_option("--micro-batch-size", f->mbs, "Micro-batch sizes to search")->delimiter(',');
   c->add_option("--recompute-granularity", f->recompute, "none, selective, full: those to search")->delimiter(',');
   c->add_flag("--sequence-parallel", f->sp, "Only layouts with sequence parallelism (where TP > 1)");

@@ -65,6 +65,32 @@ TEST(Tuner, SpaceHoldsEveryValidLayoutOnce) {
   EXPECT_EQ(keys.size(), 16u);
 }
 
+// Hybrid sharding as a searched knob (tune --data-parallel-shard-size 0,2):
+// ZeRO-1 over DP 4 and over blocks of 2, told apart by their keys and by a
+// feature of their own that layouts without it leave at 0.
+TEST(Tuner, SpaceSearchesHybridShardGroupsWhereGiven) {
+  SearchSpace s;
+  s.tp = {1};
+  s.pp = {1};
+  s.vpp = {1};
+  s.zero_stage = {0, 1};
+  s.zero_shard = {0, 2};
+  s.micro_batch_size = {1};
+  s.recompute = {Recompute::none};
+  s.sequence_parallel = {false};
+  s.flash_attention = {true};
+  s.partial_recompute = false;
+  const TuneSpace t = make_tune_space(load_model_config("tiny"), s, 4, 8, nullptr);
+  ASSERT_EQ(t.points.size(), 3u);  // ZeRO-0, ZeRO-1, ZeRO-1 over blocks of 2
+  int hybrid = 0;
+  for (const TunePoint& p : t.points) {
+    hybrid += p.config.hybrid_shard();
+    EXPECT_EQ(p.features(7), p.config.hybrid_shard() ? 1.0 : 0.0) << p.key;
+  }
+  EXPECT_EQ(hybrid, 1);
+  EXPECT_NE(t.find("tp=1 pp=1 vpp=1 dp=4 zero=1 mbs=1 recompute=none sp=off flash=on shard=2"), -1);
+}
+
 TEST(Tuner, GridRunsTheSpaceInOrderAndFindsTheBest) {
   const TuneSpace s = tiny_space();
   FakeSource src;

@@ -34,9 +34,9 @@ TuneSpace make_tune_space(const ModelConfig& m, const SearchSpace& space, int ra
       t.predicted_fits = r.fits;
       t.predicted_tokens_per_s = r.tokens_per_s;
     }
-    t.features = Eigen::VectorXd(7);
+    t.features = Eigen::VectorXd(8);
     t.features << std::log2(p.tp), std::log2(p.pp), std::log2(p.vpp), p.zero_stage, std::log2(p.micro_batch_size),
-        static_cast<double>(p.recompute), p.sequence_parallel ? 1.0 : 0.0;
+        static_cast<double>(p.recompute), p.sequence_parallel ? 1.0 : 0.0, std::log2(p.shard_replicas());
     s.points.push_back(std::move(t));
   }
   check(!s.points.empty(), "the search space holds no valid layout for {} ranks ({} combinations refused)", ranks,
