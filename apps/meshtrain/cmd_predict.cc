@@ -93,7 +93,7 @@ ParallelConfig layout_of(const PredictArgs& a, const ModelConfig& m, const perf:
                : p.vpp > 1          ? ScheduleKind::interleaved
                                     : ScheduleKind::one_f_one_b;
   p.zero_stage = a.zero_stage;
-  p.zero_shard = a.zero_shard == p.dp ? 0 : a.zero_shard;
+  p.zero_shard = a.zero_shard;  // the whole group (0 or dp) is full sharding
   p.sequence_parallel = a.sequence_parallel;
   p.micro_batch_size = a.micro_batch_size;
   p.global_batch_size = a.global_batch_size.value_or(a.micro_batch_size * p.dp);

@@ -121,7 +121,7 @@ TrainOptions resolve(const TrainFlags& f, int world) {
         f.tp * f.pp);
   p.dp = world / (f.tp * f.pp);
   p.zero_stage = f.zero;
-  p.zero_shard = f.zero_shard == p.dp ? 0 : f.zero_shard;  // validate() checks that it divides DP
+  p.zero_shard = f.zero_shard;  // validate() checks that it divides DP
   p.sequence_parallel = f.sp;
   p.micro_batch_size = f.mbs;
   check(f.gbs || int64_t{f.mbs} * p.dp <= INT32_MAX, "micro-batch-size {} x {} data-parallel ranks exceeds {}", f.mbs,

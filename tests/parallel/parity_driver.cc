@@ -257,7 +257,7 @@ mt::ParallelConfig parallel_config(const Config& c) {
   p.dp = c.dp;
   p.vpp = c.vpp;
   p.zero_stage = c.zero;
-  p.zero_shard = c.shard == c.dp ? 0 : c.shard;
+  p.zero_shard = c.shard;
   p.sequence_parallel = c.sp;
   p.micro_batch_size = c.mb;
   p.global_batch_size = c.gbs();

@@ -23,7 +23,7 @@ ParallelConfig mesh_shape(int tp, int pp, int world, int zero_shard = 0) {
   p.dp = world / (tp * pp);
   check(zero_shard >= 0 && (zero_shard == 0 || p.dp % zero_shard == 0),
         "process mesh: data-parallel size {} is not divisible by the data-parallel shard size {}", p.dp, zero_shard);
-  p.zero_shard = zero_shard == p.dp ? 0 : zero_shard;
+  p.zero_shard = zero_shard;
   return p;
 }
 

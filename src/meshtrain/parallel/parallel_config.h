@@ -62,7 +62,7 @@ struct ParallelConfig {
   // `zero_shard` consecutive DP ranks and replicated across the dp /
   // zero_shard groups, gradients reduce-scattered in the group and then
   // all-reduced across the replicas (PyTorch FSDP's HYBRID_SHARD, torchtitan's
-  // dp_shard x dp_replicate). 0: sharded over the whole DP group. ZeRO
+  // dp_shard x dp_replicate). 0 (or dp): sharded over the whole DP group. ZeRO
   // stages 1-3, in the engine and the performance model.
   int zero_shard = 0;
   bool sequence_parallel = false;

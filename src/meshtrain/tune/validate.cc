@@ -162,7 +162,7 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   // state (validate() refuses one that does not divide DP).
   const int shard = count(t, r, "dp_shard").value_or(0);
   s.zero_shard = {shard};
-  f.zero_shard = shard == f.dp ? 0 : shard;
+  f.zero_shard = shard;
 }
 
 // Column micro_batch, or grad_accum where the mesh is published.
