@@ -491,7 +491,7 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
     return tune::read_runs(u);
   };
   EXPECT_EQ(profile_of("nemo-24").rows.at(0).profile, "megatron-core-2024");
-  EXPECT_EQ(profile_of("deepspeed-zero3-2021").rows.at(0).profile, "deepspeed-zero3");
+  EXPECT_EQ(profile_of("deepspeed-zero3-2022").rows.at(0).profile, "deepspeed-zero3");
   EXPECT_EQ(profile_of("maxtext-2024", "torchtitan").rows.at(0).profile, "torchtitan-2024");
   const tune::RunRows bad = profile_of("maxtext-2024");
   ASSERT_EQ(bad.rows.size(), 0u);

@@ -107,5 +107,83 @@ TEST(ZeroRuntime, Fsdp2CopiesEachGatheredUnitOutAndEachGradientIn) {
   EXPECT_FALSE(PerfOptions{}.zero.grad_copy_in || PerfOptions{}.zero.gather_copy_out);
 }
 
+// DeepSpeed ZeRO-3 as released in 2021 synchronizes the device in every
+// fetch: each gather and reduce-scatter adds to the step in full, one call
+// per parameter tensor of 1e5 elements or more, each with a copy kernel per
+// rank of the group. The later runtime hides them behind compute.
+TEST(ZeroRuntime, DeepSpeed2021ExposesEveryCollectivePerTensor) {
+  const ModelConfig m = gpt(4, 4096, 32);
+  const SystemSpec s = load_system_spec("dgx-a100-80gb");
+  const PerfOptions o2021 = framework_profile("deepspeed-zero3-2021").options;
+  ParallelConfig p = zero3(256, 1);
+  p.recompute = Recompute::none;
+  PerfCache cache;
+  const ChunkCost c = step_costs(m, p, s, o2021, cache).chunks[0];
+  // The 2021 runtime's own sum: per tensor, ring time plus the list copies.
+  const StageLayout& L = cache.stage_layout(m, p, 0);
+  auto call = [&](Collective k, double bytes) {
+    return collective_time(s, k, bytes, 256, 1) +
+           bytes * 2 / (s.memory.bandwidth_gbs * 1e9 * s.memory.elementwise_efficiency) +
+           256 * s.compute.kernel_overhead_s;
+  };
+  double gathers = 0, reduces = 0;
+  int gathered = 0, tensors = 0;
+  const ChunkUnits& order = L.chunk_order[0];  // the word embedding twice: the embedding and the tied head
+  for (const auto* list : {&order.embedding, &order.blocks, &order.head})
+    for (int u : *list)
+      for (int64_t n : L.unit_tensors[u]) {
+        ++tensors;
+        reduces += call(Collective::reduce_scatter, double(n) * 2);
+        if (n < 100000) continue;
+        ++gathered;
+        gathers += call(Collective::all_gather, double(n) * 2);
+      }
+  EXPECT_LT(gathered, tensors);  // the biases and LayerNorms (4,096 to 16,384 elements) persist
+  EXPECT_NEAR(c.forward_dp_s, gathers, 1e-9 * gathers);
+  EXPECT_NEAR(c.backward_dp_s, gathers + reduces, 1e-9 * (gathers + reduces));
+  // Copies and latencies grow with the group: small tensors on 1,024 ranks
+  // cost many times what they cost on 64.
+  const ModelConfig narrow = gpt(4, 1024, 16);
+  ParallelConfig wide = zero3(1024, 1), few = zero3(64, 1);
+  wide.recompute = few.recompute = Recompute::none;
+  EXPECT_GT(step_costs(narrow, wide, s, o2021, cache).chunks[0].forward_dp_s,
+            4 * step_costs(narrow, few, s, o2021, cache).chunks[0].forward_dp_s);
+  // Where the forward is long (8 ranks on one node, micro-batch 8), the
+  // later runtime hides its gathers; the 2021 one exposes all of them.
+  const ParallelConfig node = zero3(8, 8);
+  const double exposed2021 = step_costs(m, node, s, o2021, cache).chunks[0].forward_dp_s;
+  const ChunkCost later = step_costs(m, node, s, framework_profile("deepspeed-zero3").options, cache).chunks[0];
+  EXPECT_LT(later.forward_dp_s, exposed2021 / 2);
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "Narayanan et al., SC 2021"), "deepspeed-zero3-2021");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3 (v0.9)", "2023 report"), "deepspeed-zero3");
+}
+
+// Under full recompute DeepSpeed keeps a sub-module's weights gathered from
+// the recompute to the backward only when the weights used in between hold
+// fewer than 1e9 elements (stage3_max_reuse_distance): a 175B block
+// (1.8B elements) re-gathers all but its last matrices, a 6B one none.
+TEST(ZeroRuntime, DeepSpeedRegathersWeightsBeyondTheReuseDistance) {
+  const SystemSpec s = load_system_spec("dgx-a100-80gb");
+  const PerfOptions o = framework_profile("deepspeed-zero3-2021").options;
+  PerfCache cache;
+  auto gathered_per_step = [&](const ModelConfig& m, Recompute r) {
+    ParallelConfig p = zero3(64, 1);
+    p.recompute = r;
+    const double sent = step_costs(m, p, s, o, cache).dp_bytes[0];
+    ParallelConfig q = p;
+    q.zero_stage = 2;  // the reduce-scatters alone
+    return sent - step_costs(m, q, s, o, cache).dp_bytes[0];
+  };
+  const ModelConfig small = gpt(2, 4096, 32), large = gpt(2, 12288, 96);
+  EXPECT_NEAR(gathered_per_step(small, Recompute::full), gathered_per_step(small, Recompute::none), 1.0);
+  const double plain = gathered_per_step(large, Recompute::none),
+               recomputed = gathered_per_step(large, Recompute::full);
+  // The recompute adds qkv, proj and fc of both blocks (8 h^2 of each
+  // block's 12 h^2; fc2, used last, stays gathered), in bf16.
+  const double h2 = 12288.0 * 12288.0;
+  const double expected = collective_bytes_sent(Collective::all_gather, 2 * 8 * h2 * 2, 64);
+  EXPECT_NEAR(recomputed - plain, expected, 1e-3 * expected);
+}
+
 }  // namespace
 }  // namespace meshtrain::perf

@@ -47,7 +47,25 @@ std::vector<FrameworkProfile> build() {
   // DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
   // stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
   // reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
-  const ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6, false, false, true};
+  // Under activation checkpointing a sub-module's parameters stay gathered
+  // from its recompute to its backward when reused within
+  // stage3_max_reuse_distance (1e9) elements.
+  ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6, false, false, true};
+  deepspeed.reuse_elements = 1e9;
+  // DeepSpeed ZeRO-3 as first released (v0.3.13, March 2021, to the
+  // coalesced gathers and reduce-scatters of late 2021): stage3.py's
+  // PartitionedParameterCoordinator and partition_parameters.py. Each
+  // parameter tensor of 1e5 elements or more (persistence_threshold, fixed)
+  // is gathered by its own torch.distributed.all_gather into world_size
+  // views and its gradient reduce-scattered by its own reduce_scatter from
+  // world_size views; fetch_sub_module waits for the gathers and calls
+  // torch.cuda.synchronize(), and _allgather_param synchronizes before each
+  // prefetched gather, so nothing runs beside compute.
+  ZeroRuntime deepspeed_2021 = deepspeed;
+  deepspeed_2021.persistence_elements = 1e5;
+  deepspeed_2021.per_tensor_calls = true;
+  deepspeed_2021.serialized = true;
+  deepspeed_2021.list_collectives = true;
   // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs);
   // FSDP2 copies gathered units out of the all-gather buffer.
   const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp1_fp32{0, 0, false, 1, 1, true, false, true},
@@ -92,6 +110,13 @@ std::vector<FrameworkProfile> build() {
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
            "reduction; activation checkpointing full or none"),
+      make("deepspeed-zero3-2021", "deepspeed", {false, false, false, false, false}, {3},
+           overlapping(true, false, false, false, deepspeed_2021),
+           "DeepSpeed ZeRO stage 3 as first released (v0.3.13, March 2021, until the coalesced collectives of "
+           "late 2021; stage3.py, partition_parameters.py): one all-gather per parameter tensor of 1e5 elements "
+           "or more (smaller ones persist), one reduce-scatter per parameter gradient, both through c10d's list "
+           "form (a copy per rank of the group), and a device synchronize in every fetch, so no collective "
+           "hides behind compute; 16-bit gradient reduction; activation checkpointing full or none"),
       make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3},
            overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
@@ -139,8 +164,8 @@ std::vector<FrameworkProfile> build() {
   // DeepSpeed ZeRO-3 alone wraps a user's PyTorch model, which has no
   // tensor-parallel layers (Megatron's come with Megatron-DeepSpeed).
   for (FrameworkProfile& p : v) {
-    if (p.name == "deepspeed-zero3" || p.name == "fsdp-2022" || p.family == "llm-foundry") p.pipeline = false;
-    if (p.name == "deepspeed-zero3" || p.family == "llm-foundry") p.tensor_parallel = false;
+    if (p.family == "deepspeed" || p.name == "fsdp-2022" || p.family == "llm-foundry") p.pipeline = false;
+    if (p.family == "deepspeed" || p.family == "llm-foundry") p.tensor_parallel = false;
     if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
     // Context parallelism: Megatron-Core's --context-parallel-size (ring
     // attention through TransformerEngine, 2024) and torchtitan's
@@ -153,10 +178,10 @@ std::vector<FrameworkProfile> build() {
     // (FSDP2 over a 2D device mesh). FairScale's 2022 FSDP had none, so a
     // fsdp-2022 row only states it for the runtime's later releases (IBM's
     // fms-fsdp, 2024). DeepSpeed's MiCS and ZeRO++ hpZ (2023) postdate the
-    // deepspeed-zero3 profile; Megatron's partial distributed optimizer,
+    // deepspeed-zero3 profiles; Megatron's partial distributed optimizer,
     // Megatron-Core 2024's.
     p.hybrid_shard = p.family == "pytorch-fsdp" || p.family == "llm-foundry";
-    if (p.name.starts_with("megatron-deepspeed") || p.name == "deepspeed-zero3") p.options.model_dtype_gradients = true;
+    if (p.family == "megatron-deepspeed" || p.family == "deepspeed") p.options.model_dtype_gradients = true;
     // Megatron-LM's asynchronous column-parallel backward, default since v3.0
     // (2022; the SC21 runs predate it).
     if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;
@@ -167,7 +192,7 @@ std::vector<FrameworkProfile> build() {
       p.stage_partition = StagePartition::balanced;
       // Its ZeRO-2/3, DeepSpeed's own, only without pipeline parallelism.
       p.max_zero_stage_with_pipeline = 1;
-      p.options.zero = deepspeed;
+      p.options.zero = p.name == "megatron-deepspeed-2021" ? deepspeed_2021 : deepspeed;
     }
     p.options.whole_logits = true;
     p.options.allocator_retries = true;  // every profile runs on PyTorch
@@ -230,7 +255,7 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
     const bool bf16_optimizer = has("bf16_optimizer") || has("bf16 optimizer") || (bf16 && year >= 2022);
     return bf16_optimizer ? "megatron-deepspeed-2022" : "megatron-deepspeed-2021";
   }
-  if (has("deepspeed")) return "deepspeed-zero3";
+  if (has("deepspeed")) return year != 0 && year <= 2021 ? "deepspeed-zero3-2021" : "deepspeed-zero3";
   if (has("llm-foundry") || has("composer")) {
     const std::string prec = ascii_lower(precision);
     return prec.find("pure") != std::string::npos ? "llm-foundry-2023-pure" : "llm-foundry-2023";

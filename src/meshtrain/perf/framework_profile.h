@@ -66,7 +66,8 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 // GPT-NeoX) -> megatron-deepspeed-2021, -2022 where it names DeepSpeed's
 // BF16_Optimizer or the run is bf16 from 2022 (`precision` "bf16": the
 // optimizer DeepSpeed then takes), -2023 from 2023 or with
-// FlashAttention-2; DeepSpeed alone -> deepspeed-zero3; FSDP in a 4D or
+// FlashAttention-2; DeepSpeed alone -> deepspeed-zero3-2021 for 2021 or
+// earlier, else deepspeed-zero3; FSDP in a 4D or
 // pipelined stack -> megatron-core-2024; Composer / llm-foundry ->
 // llm-foundry-2023 (-pure where `precision` names FSDP's PURE mixed
 // precision); FSDP, FairScale, metaseq -> fsdp-2022; Megatron-LM -> by year

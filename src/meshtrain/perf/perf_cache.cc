@@ -45,6 +45,8 @@ const StageLayout& PerfCache::stage_layout(const ModelConfig& m, const ParallelC
     s->chunk_numel[u.chunk] += u.padded_numel;
     s->chunk_units[u.chunk] += 1;
     s->unit_numel.push_back(u.padded_numel);
+    std::vector<int64_t>& tensors = s->unit_tensors.emplace_back();
+    for (const ParamSpec& t : u.params) tensors.push_back(t.numel());
     if (u.kind == UnitKind::block) s->chunk_order[u.chunk].blocks.push_back(static_cast<int>(&u - L.units().data()));
   }
   for (int c = 0; c < p.vpp; ++c) {

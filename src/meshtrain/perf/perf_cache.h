@@ -43,6 +43,7 @@ struct StageLayout {
   std::vector<int64_t> chunk_numel;   // padded elements per model chunk
   std::vector<int> chunk_units;       // units (embedding, blocks, head) per chunk
   std::vector<int64_t> unit_numel;    // padded elements of each unit, in Layout order
+  std::vector<std::vector<int64_t>> unit_tensors;  // elements of each unit's parameter tensors, in forward order
   std::vector<ChunkUnits> chunk_order;  // per chunk
   std::array<std::array<StateBytes, 2>, 4> state{};  // [zero stage][bf16]
 };

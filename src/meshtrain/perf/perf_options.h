@@ -41,6 +41,37 @@
 //                    flat gradient cast to the reduce dtype; DeepSpeed: the
 //                    contiguous gradient bucket); the engine reduces from the
 //                    gradient buffer itself.
+//   persistence_elements  parameter tensors smaller than this stay gathered
+//                    from the step to the end of the next backward and are
+//                    never gathered per use (DeepSpeed ZeRO-3: 1e5, fixed in
+//                    its 2021 stage3.py, stage3_param_persistence_threshold
+//                    later). 0: none.
+//   per_tensor_calls one all-gather per parameter tensor (at least
+//                    persistence_elements) and one reduce-scatter per
+//                    parameter tensor, instead of gather_calls_per_unit and
+//                    reduce_bucket_elements (DeepSpeed 2021:
+//                    _allgather_param and _reduce_scatter_gradient per
+//                    parameter).
+//   serialized       the runtime synchronizes the device around every fetch,
+//                    so no ZeRO-3 collective runs beside compute (DeepSpeed
+//                    2021: fetch_sub_module waits on its gathers, then calls
+//                    torch.cuda.synchronize(), which also waits for the
+//                    reduction stream; each prefetched gather is preceded by
+//                    torch.cuda.synchronize()). Every gather and reduce-scatter
+//                    is exposed.
+//   list_collectives each call uses c10d's list form (all_gather into N
+//                    views, reduce_scatter from N views), which copies
+//                    through a flat buffer one view at a time: N kernels per
+//                    call, N the shard group (DeepSpeed 2021 with PyTorch's
+//                    ProcessGroupNCCL before _all_gather_base).
+//   reuse_elements   with activation recomputation, a parameter tensor stays
+//                    gathered from its recompute to its backward only if the
+//                    parameters used in between number fewer than this
+//                    (DeepSpeed's stage3_max_reuse_distance, 1e9); otherwise
+//                    the backward gathers it again. 0: one gather serves the
+//                    recompute and the backward (the engine, FSDP, whose
+//                    pre-backward hook gathers the unit before its
+//                    checkpointed forward reruns).
 // Every call pays its collective's latency, which for a ring all-gather or
 // reduce-scatter grows with the group (collective.h).
 #pragma once
@@ -58,6 +89,11 @@ struct ZeroRuntime {
   bool fp32_sharded_parameters = false;
   bool gather_copy_out = false;
   bool grad_copy_in = false;
+  double persistence_elements = 0;
+  bool per_tensor_calls = false;
+  bool serialized = false;
+  bool list_collectives = false;
+  double reuse_elements = 0;
 };
 
 struct PerfOptions {

@@ -443,6 +443,99 @@ class StepPricer {
     return t;
   }
 
+  // One ZeRO collective call over the shard group, plus, where the runtime
+  // uses c10d's list form, its copies through the flat buffer: one kernel per
+  // rank of the group and a pass over the buffer (ZeroRuntime::list_collectives).
+  double shard_call(Collective k, double bytes) const {
+    double t = group_time(Over::shard, k, bytes);
+    if (o_.zero.list_collectives) t += pr_.memory(2 * bytes) + (p_.shard_size() - 1) * s_.compute.kernel_overhead_s;
+    return t;
+  }
+
+  // Reduce-scatters of chunk c issued one per parameter tensor
+  // (ZeroRuntime::per_tensor_calls).
+  double per_tensor_reduce_scatters(const StageLayout& L, int c, double bytes_per_element) const {
+    double t = 0;
+    const ChunkUnits& cu = L.chunk_order[c];
+    for (const auto* list : {&cu.embedding, &cu.blocks, &cu.head})
+      for (int u : *list)
+        for (int64_t n : L.unit_tensors[u]) t += shard_call(Collective::reduce_scatter, double(n) * bytes_per_element);
+    return t;
+  }
+
+  // ZeRO-3 all-gathers of chunk c per micro-batch, as the runtime issues
+  // them: the forward's, and the backward's with the re-gathers of a
+  // recomputed block's tensors that its recompute could not keep
+  // (ZeroRuntime::reuse_elements).
+  struct Gathers {
+    double forward_s = 0, backward_s = 0, forward_elements = 0, backward_elements = 0;
+  };
+  Gathers zero3_gathers(const StageLayout& L, int c) const {
+    const ZeroRuntime& z = o_.zero;
+    const double numel = double(L.chunk_numel[c]);
+    if (!z.per_tensor_calls && z.reuse_elements <= 0) {
+      const double ag =
+          sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, z.gather_elements, z.gather_calls_per_unit);
+      return {ag, ag, numel, numel};
+    }
+    const double unit_calls =
+        sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, z.gather_elements, z.gather_calls_per_unit);
+    Gathers g;
+    const ChunkUnits& cu = L.chunk_order[c];
+    const std::vector<int64_t>* last = nullptr;  // blocks repeat one shape: price it once per recompute mode
+    UnitGathers last_ug[2];
+    for (const auto* list : {&cu.embedding, &cu.blocks, &cu.head})
+      for (size_t i = 0; i < list->size(); ++i) {
+        const int u = (*list)[i];
+        const bool recomputed = list == &cu.blocks && block_is_recomputed(p_, int(i), L.chunk_layers[c]);
+        const std::vector<int64_t>& tensors = L.unit_tensors[u];
+        if (!last || tensors != *last) {
+          last = &tensors;
+          last_ug[0] = unit_gathers(tensors, false);
+          last_ug[1] = unit_gathers(tensors, true);
+        }
+        const UnitGathers& ug = last_ug[recomputed ? 1 : 0];
+        g.forward_s += ug.forward_s;
+        g.backward_s += ug.forward_s + ug.regather_s;
+        g.forward_elements += ug.elements;
+        g.backward_elements += ug.elements + ug.regather_elements;
+      }
+    if (!z.per_tensor_calls) {  // calls as the runtime groups them, scaled by the re-gathered share
+      const double share = g.forward_elements > 0 ? g.backward_elements / g.forward_elements : 1;
+      g.forward_s = unit_calls;
+      g.backward_s = unit_calls * share;
+    }
+    return g;
+  }
+
+  // One unit's gathers: the tensors gathered per use (persistent ones stay
+  // gathered), the time of one pass over them, and what a recomputed
+  // block's backward gathers again: tensor k stays gathered from its
+  // recompute to its backward if the tensors used in between (the later
+  // ones, in the recompute and again in the backward) hold fewer than
+  // reuse_elements.
+  struct UnitGathers {
+    double forward_s = 0, regather_s = 0, elements = 0, regather_elements = 0;
+  };
+  UnitGathers unit_gathers(const std::vector<int64_t>& tensors, bool recomputed) const {
+    const ZeroRuntime& z = o_.zero;
+    UnitGathers ug;
+    double later = 0;  // elements of the gathered tensors after the current one
+    for (size_t k = tensors.size(); k-- > 0;) {
+      const double n = double(tensors[k]);
+      if (n < z.persistence_elements) continue;
+      const double t = shard_call(Collective::all_gather, n * pbytes_);
+      ug.forward_s += t;
+      ug.elements += n;
+      if (recomputed && z.reuse_elements > 0 && 2 * later >= z.reuse_elements) {
+        ug.regather_s += t;
+        ug.regather_elements += n;
+      }
+      later += n;
+    }
+    return ug;
+  }
+
   // ZeRO-2/3 per micro-batch, added to chunk c's cost; returns the bytes
   // per step.
   double sharded_dp(const StageLayout& L, int c, ChunkCost& cc) const {
@@ -458,21 +551,30 @@ class StepPricer {
     framework_copies(numel, cc);
     if (p_.zero_stage >= 2) {
       const double gbytes = sharded_gradient_bytes(), bucket = o_.zero.reduce_bucket_elements;
-      double rs = sharded_calls(Over::shard, Collective::reduce_scatter, L, c, gbytes, bucket, 1);
+      // The per-tensor and serialized runtimes are ZeRO-3's (ZeroRuntime).
+      const bool stage3_runtime = p_.zero_stage >= 3;
+      double rs = stage3_runtime && o_.zero.per_tensor_calls
+                      ? per_tensor_reduce_scatters(L, c, gbytes)
+                      : sharded_calls(Over::shard, Collective::reduce_scatter, L, c, gbytes, bucket, 1);
       bytes += mb * group_sent(Over::shard, Collective::reduce_scatter, numel * gbytes);
       if (p_.hybrid_shard()) {  // each reduced shard all-reduced across the replicas
         const double shard_gbytes = gbytes / p_.shard_size();
         rs += sharded_calls(Over::replicas, Collective::all_reduce, L, c, shard_gbytes, bucket, 1);
         bytes += mb * group_sent(Over::replicas, Collective::all_reduce, numel * shard_gbytes);
       }
-      (o_.overlap_grad_reduce ? backward_hidden : backward_exposed) += rs;
+      (o_.overlap_grad_reduce && !(stage3_runtime && o_.zero.serialized) ? backward_hidden : backward_exposed) += rs;
     }
     if (p_.zero_stage >= 3) {
-      const double ag = sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, o_.zero.gather_elements,
-                                      o_.zero.gather_calls_per_unit);
-      cc.forward_dp_s += overlapped(ag, cc.forward_compute_s, units, share);
-      backward_hidden += ag;
-      bytes += 2 * mb * group_sent(Over::shard, Collective::all_gather, numel * pbytes_);
+      const Gathers g = zero3_gathers(L, c);
+      if (o_.zero.serialized) {
+        cc.forward_dp_s += g.forward_s;
+        backward_exposed += g.backward_s;
+      } else {
+        cc.forward_dp_s += overlapped(g.forward_s, cc.forward_compute_s, units, share);
+        backward_hidden += g.backward_s;
+      }
+      bytes += mb * (group_sent(Over::shard, Collective::all_gather, g.forward_elements * pbytes_) +
+                     group_sent(Over::shard, Collective::all_gather, g.backward_elements * pbytes_));
     }
     if (backward_hidden > 0) cc.backward_dp_s += overlapped(backward_hidden, cc.backward_compute_s, units, share);
     cc.backward_dp_s += backward_exposed;
