@@ -478,8 +478,6 @@ class StepPricer {
           sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, z.gather_elements, z.gather_calls_per_unit);
       return {ag, ag, numel, numel};
     }
-    const double unit_calls =
-        sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, z.gather_elements, z.gather_calls_per_unit);
     Gathers g;
     const ChunkUnits& cu = L.chunk_order[c];
     const std::vector<int64_t>* last = nullptr;  // blocks repeat one shape: price it once per recompute mode
@@ -502,8 +500,9 @@ class StepPricer {
       }
     if (!z.per_tensor_calls) {  // calls as the runtime groups them, scaled by the re-gathered share
       const double share = g.forward_elements > 0 ? g.backward_elements / g.forward_elements : 1;
-      g.forward_s = unit_calls;
-      g.backward_s = unit_calls * share;
+      const double calls =
+          sharded_calls(Over::shard, Collective::all_gather, L, c, pbytes_, z.gather_elements, z.gather_calls_per_unit);
+      return {calls, calls * share, numel, numel * share};
     }
     return g;
   }
