@@ -45,9 +45,11 @@
 //   and an all_gather of the updated P weights (E bytes each);  ZeRO 2: an
 //   ireduce_scatter of P fp32 per micro-batch and backward contribution (2 for
 //   the tied word embedding on a single stage) and the weight all_gather;
-//   ZeRO 3: the ireduce_scatters of ZeRO 2 and an all_gather of P weights
+//   ZeRO 3: the ireduce_scatters of ZeRO 2 and a gather of P weights
 //   before each use: per micro-batch, blocks twice (forward, backward), the
-//   embeddings once, the final LayerNorm and the head's word matrix once.
+//   embeddings once, the final LayerNorm and the head's word matrix once;
+//   the first unit of each pass a blocking all_gather, the others posted
+//   ahead as iall_gather (the engine's prefetch).
 // Embedding group (pp > 1, tied): one all_reduce of the word embedding's
 //   gradient, P fp32 (ZeRO 0) or its P/dp shard (ZeRO >= 1).
 // World: the trainer's all_reduce of loss, token count, norm, the two stop
@@ -216,12 +218,29 @@ Expected expected_per_step(const ModelConfig& m, const ParallelConfig& p, RankCo
       if (p.zero_stage >= 1) add(zg, "ireduce_scatter", reductions, reductions * grad);
       if (p.zero_stage >= 1 && p.hybrid_shard()) add("dp_replicate", "all_reduce", reductions, reductions * shard);
       if (p.zero_stage == 1 || p.zero_stage == 2) add(zg, "all_gather", 1, weights);
-      if (p.zero_stage == 3) {
-        double uses = u.kind == UnitKind::block ? 2 : 1;  // blocks: forward and backward
-        if (single_tied && u.name == "embedding.word") uses = 2;  // embedding and head
-        add(zg, "all_gather", mb * uses, mb * uses * weights);
-      }
     }
+    // ZeRO-3, per micro-batch: a chunk's forward gathers its units in order
+    // (embedding, blocks, head) and its backward the blocks in reverse; the
+    // first of each pass is a blocking all_gather, each later one was
+    // posted (iall_gather) while the one before it computed.
+    if (p.zero_stage == 3)
+      for (int ch = 0; ch < chunks; ++ch) {
+        std::vector<const Unit*> forward_order;
+        if (L.has_embedding(ch)) {
+          forward_order.push_back(&L.word_embedding());
+          if (const Unit* pu = L.position_embedding()) forward_order.push_back(pu);
+        }
+        for (int i = 0; i < L.chunk_layers(ch); ++i) forward_order.push_back(&L.block(ch, i));
+        if (L.has_head(ch)) forward_order.push_back(&L.final_norm()), forward_order.push_back(&L.output_weight());
+        auto pass = [&](const std::vector<const Unit*>& order) {
+          for (size_t k = 0; k < order.size(); ++k)
+            add(zg, k == 0 ? "all_gather" : "iall_gather", mb, mb * order[k]->padded_numel * E);
+        };
+        pass(forward_order);
+        std::vector<const Unit*> backward_order;
+        for (int i = L.chunk_layers(ch) - 1; i >= 0; --i) backward_order.push_back(&L.block(ch, i));
+        pass(backward_order);
+      }
   }
   add("world", "all_reduce", 1, 56);
   return e;

@@ -166,6 +166,26 @@ TEST(MemoryModel, CommBufferWalkReachesTheSteadyState) {
   }
 }
 
+// ZeRO-3 gathers one unit ahead (the engine's prefetch, FSDP's): the
+// backward of a block then holds its own weights, the previous block's,
+// arriving, and its fp32 gradient, so the peak grows by one block's weights.
+TEST(MemoryModel, ZeroThreeHoldsThePrefetchedUnitWhileTheCurrentOneComputes) {
+  const ModelConfig m = gpt(4, 256, 4, 64, 1000);
+  ParallelConfig p;
+  p.dp = 2;
+  p.zero_stage = 3;
+  p.global_batch_size = 2;
+  PerfCache cache;
+  ZeroRuntime none;
+  none.prefetch_units = 0;
+  const double with = peak_comm_buffer_bytes(m, p, 0, cache);
+  const double without = peak_comm_buffer_bytes(m, p, 0, cache, false, none);
+  const StageLayout& L = cache.stage_layout(m, p, 0);
+  const double block = double(L.unit_numel[size_t(L.chunk_order[0].blocks[0])]) * 4;
+  EXPECT_EQ(ZeroRuntime{}.prefetch_units, 1);
+  EXPECT_EQ(with - without, block);
+}
+
 // The walks are memoized (PerfCache::comm_buffer_peak): one cache shared by
 // layouts that differ in what the walk reads (ZeRO stage, DP, dtype,
 // micro-batch, the framework's ZeRO runtime) returns what a fresh cache

@@ -27,6 +27,19 @@ PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p,
       layout_(Layout::build(m, p, mesh.coord().tp, mesh.coord().pp)),
       schedule_(make_schedule(p.schedule, p.pp, p.vpp, p.num_micro_batches())) {
   state_ = std::make_unique<ShardedState<T>>(layout_, p_, mesh_, seed);
+  for (int c = 0; c < p.vpp; ++c) {
+    std::vector<const Unit*>& order = gather_order_.emplace_back();
+    if (layout_.has_embedding(c)) {
+      order.push_back(&layout_.word_embedding());
+      if (const Unit* pu = layout_.position_embedding()) order.push_back(pu);
+    }
+    first_block_.push_back(order.size());
+    for (int i = 0; i < layout_.chunk_layers(c); ++i) order.push_back(&layout_.block(c, i));
+    if (layout_.has_head(c)) {
+      order.push_back(&layout_.final_norm());
+      order.push_back(&layout_.output_weight());
+    }
+  }
   tp_ = TpContext{&mesh.tp_group(), p.sequence_parallel && p.tp > 1};
   bd_ = block_dims(m, p);
   const int vl = static_cast<int>(m.padded_vocab() / p.tp);
@@ -126,14 +139,22 @@ void PipelineEngine<T>::complete_sends(bool all) {
 }
 
 template <class T>
+void PipelineEngine<T>::gather_ahead(int c, size_t k, bool backward) {
+  const std::vector<const Unit*>& order = gather_order_[c];
+  ShardedState<T>& S = *state_;
+  S.gather(*order[k]);
+  if (!backward && k + 1 < order.size()) S.prefetch(*order[k + 1]);
+  if (backward && k > first_block_[c]) S.prefetch(*order[k - 1]);
+}
+
+// The caller has gathered the head's units.
+template <class T>
 void PipelineEngine<T>::head_forward(ChunkStash& cs, const T* x, int mb, const StepBatch& batch, bool train,
                                      StepStats& st) {
   ShardedState<T>& S = *state_;
   const int64_t N = bd_.N();
   const Unit& lu = layout_.final_norm();
   const Unit& wu = layout_.output_weight();
-  S.gather(lu);
-  S.gather(wu);
   HeadGrads g;
   if (train) {
     S.begin_backward(lu);
@@ -167,11 +188,11 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
   ShardedState<T>& S = *state_;
   const bool head = layout_.has_head(c);
   if (!head) cs.out = Buffer(MemCategory::comm_buffers, Ns * h * sizeof(T), /*zero=*/false);
+  const size_t b = first_block_[c];
   if (layout_.has_embedding(c)) {
     const Unit& wu = layout_.word_embedding();
     const Unit* pu = layout_.position_embedding();
-    S.gather(wu);
-    if (pu) S.gather(*pu);
+    for (size_t k = 0; k < b; ++k) gather_ahead(c, k, false);
     // A chunk of the embedding alone sends its output on.
     embedding_forward(L > 0 ? cs.acts[0].input : cs.out.template as<T>(), scratch_.row_out, batch.tokens + mb * N,
                       S.weights(wu), pu ? S.weights(*pu) : nullptr, ed_, tp_);
@@ -181,13 +202,16 @@ void PipelineEngine<T>::forward(int mb, int c, const StepBatch& batch, bool trai
   for (int i = 0; i < L; ++i) {
     const Unit& u = layout_.block(c, i);
     T* out = i + 1 < L ? cs.acts[i + 1].input : head ? discard_ : cs.out.template as<T>();
-    S.gather(u);
+    gather_ahead(c, b + size_t(i), false);
     block_forward(block_weights(u, S.weights(u)), cs.acts[i], out, scratch_, bd_, tp_);
     S.release(u);
   }
   // The head's input: the last block's output, or what a chunk of the head
   // alone received.
-  if (head) head_forward(cs, L > 0 ? discard_ : cs.input, mb, batch, train, st);
+  if (head) {
+    for (size_t k = b + size_t(L); k < gather_order_[c].size(); ++k) gather_ahead(c, k, false);
+    head_forward(cs, L > 0 ? discard_ : cs.input, mb, batch, train, st);
+  }
   const double dt = now_s() - t0;
   st.compute_s += dt;
   st.forward_s += dt;
@@ -206,7 +230,7 @@ void PipelineEngine<T>::backward(int mb, int c, const StepBatch& batch, StepStat
   };
   for (int i = L - 1; i >= 0; --i) {
     const Unit& u = layout_.block(c, i);
-    S.gather(u);
+    gather_ahead(c, first_block_[c] + size_t(i), true);
     S.begin_backward(u);
     const BlockWeights<T> w = block_weights(u, S.weights(u));
     const BlockActs<T>& a = cs.acts[i];

@@ -73,6 +73,11 @@ class PipelineEngine {
   // its gradients and the input gradient (cs.dx), in one pass.
   void head_forward(ChunkStash& cs, const T* x, int mb, const StepBatch& batch, bool train, StepStats& st);
   void backward(int mb, int c, const StepBatch& batch, StepStats& st);
+  // ZeRO-3: gathers unit k of chunk c's gather order and posts the gather of
+  // the unit the pass uses next (the next one forward; the previous block in
+  // the backward, which runs the blocks in reverse), so that it arrives while
+  // unit k computes.
+  void gather_ahead(int c, size_t k, bool backward);
   void run(const StepBatch& batch, bool train, float dloss, StepStats& st);
   void begin_step(float dloss);
   void execute(const Action& a, const StepBatch& batch, bool train, StepStats& st);
@@ -109,6 +114,10 @@ class PipelineEngine {
     Buffer buf;
   };
   std::vector<Send> sends_;
+  // Per chunk: the units its forward gathers, in order (embedding, blocks,
+  // head), and the position of its first block in that order.
+  std::vector<std::vector<const Unit*>> gather_order_;
+  std::vector<size_t> first_block_;
   std::vector<int> backward_count_;  // per unit: backward contributions so far this step
   std::vector<int> expected_;        // per unit: contributions per step
   float dloss_ = 0;

@@ -38,6 +38,7 @@ ShardedState<T>::ShardedState(const Layout& layout, const ParallelConfig& p, Pro
   v_ = Buffer(MemCategory::optimizer, opt_size * sizeof(float));
   const auto& units = layout.units();
   unit_gather_.resize(units.size());
+  unit_gathering_.resize(units.size());
   unit_grads_.resize(units.size());
   const bool tp0 = mesh.coord().tp == 0;
   for (const Unit& u : units) {
@@ -115,8 +116,12 @@ const T* ShardedState<T>::weights(const Unit& u) const {
 template <class T>
 void ShardedState<T>::gather(const Unit& u) {
   if (p_.zero_stage < 3) return;
-  Buffer& g = unit_gather_[unit_index(layout_, u)];
-  if (!g.empty()) return;
+  const size_t i = unit_index(layout_, u);
+  Buffer& g = unit_gather_[i];
+  if (!g.empty()) {
+    unit_gathering_[i].wait();  // a prefetch's, if one is in flight
+    return;
+  }
   const int64_t S = u.shard_numel(shards_);
   g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(T));
   std::memcpy(g.template as<T>() + dp_rank_ * S, update_weights(u), S * sizeof(T));
@@ -124,8 +129,23 @@ void ShardedState<T>::gather(const Unit& u) {
 }
 
 template <class T>
+void ShardedState<T>::prefetch(const Unit& u) {
+  if (p_.zero_stage < 3) return;
+  const size_t i = unit_index(layout_, u);
+  Buffer& g = unit_gather_[i];
+  if (!g.empty()) return;
+  const int64_t S = u.shard_numel(shards_);
+  g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(T));
+  std::memcpy(g.template as<T>() + dp_rank_ * S, update_weights(u), S * sizeof(T));
+  unit_gathering_[i] = mesh_.zero_shard_group().iall_gather(Communicator::kInPlace, g.template as<T>(), S);
+}
+
+template <class T>
 void ShardedState<T>::release(const Unit& u) {
-  if (p_.zero_stage >= 3) unit_gather_[unit_index(layout_, u)].reset();
+  if (p_.zero_stage < 3) return;
+  const size_t i = unit_index(layout_, u);
+  unit_gathering_[i].wait();  // never in flight here: gather() completed it
+  unit_gather_[i].reset();
 }
 
 template <class T>

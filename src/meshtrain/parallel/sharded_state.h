@@ -15,6 +15,11 @@
 //                                            all-gathered before its forward and
 //                                            backward, freed after
 //
+// Stage 3 can gather a unit ahead of its use (prefetch(): a non-blocking
+// all-gather into the unit's buffer, which gather() then waits for), so that
+// the next unit's weights arrive while the current one computes, as FSDP's
+// forward and backward prefetch do.
+//
 // A unit (Layout) is the bucket: its gradient reduction is posted, non-blocking,
 // as soon as its backward of the step's last micro-batch is done (stages 0, 1)
 // or of every micro-batch (stages 2, 3, whose full-size gradient exists only
@@ -46,6 +51,9 @@ class ShardedState {
   // release(u); other stages: always.
   const T* weights(const Unit& u) const;
   void gather(const Unit& u);
+  // Stage 3: posts unit u's all-gather without waiting (nothing if it is
+  // gathered or posted already); gather(u) completes it.
+  void prefetch(const Unit& u);
   void release(const Unit& u);
 
   // Gradient of unit u to accumulate into during its backward. Stages 2, 3:
@@ -125,6 +133,7 @@ class ShardedState {
   std::vector<Segment> segments_;
   Buffer weights_, grads_, master_, m_, v_;
   std::vector<Buffer> unit_gather_;  // stage 3, per unit (empty when released)
+  std::vector<Request> unit_gathering_;  // stage 3, per unit: its prefetch, until gather() waits for it
   std::vector<Buffer> unit_grads_;   // stages 2, 3, per unit during its backward
   struct Pending {
     Request req;

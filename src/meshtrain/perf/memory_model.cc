@@ -84,25 +84,35 @@ class CommBufferWalk {
  private:
   // ZeRO-2/3 buffers of a chunk's forward (the head's backward runs in it)
   // and of its backward.
+  // The units a chunk's forward gathers, in order (the head's run in it).
+  static std::vector<int> forward_sequence(const ChunkUnits& c, bool head) {
+    std::vector<int> seq(c.embedding);
+    seq.insert(seq.end(), c.blocks.begin(), c.blocks.end());
+    if (head) seq.insert(seq.end(), c.head.begin(), c.head.end());
+    return seq;
+  }
   void forward_units(const ChunkUnits& c, bool head) {
-    for (int u : c.embedding) gather(u);
+    const std::vector<int> seq = forward_sequence(c, head);
+    const size_t e = c.embedding.size(), b = e + c.blocks.size();
+    for (size_t k = 0; k < e; ++k) gather(seq, k);
     for (int u : c.embedding) release(u);
-    for (int u : c.blocks) {
-      gather(u);
-      release(u);
+    for (size_t k = e; k < b; ++k) {
+      gather(seq, k);
+      release(seq[k]);
     }
     if (!head) return;
-    for (int u : c.head) gather(u);
+    for (size_t k = b; k < seq.size(); ++k) gather(seq, k);
     for (int u : c.head) begin_backward(u);
     for (int u : c.head) end_backward(u);
     for (int u : c.head) release(u);
   }
   void backward_units(const ChunkUnits& c) {
-    for (auto it = c.blocks.rbegin(); it != c.blocks.rend(); ++it) {
-      gather(*it);
-      begin_backward(*it);
-      end_backward(*it);
-      release(*it);
+    const std::vector<int> seq(c.blocks.rbegin(), c.blocks.rend());
+    for (size_t k = 0; k < seq.size(); ++k) {
+      gather(seq, k);
+      begin_backward(seq[k]);
+      end_backward(seq[k]);
+      release(seq[k]);
     }
     for (int u : c.embedding) begin_backward(u);
     for (int u : c.embedding) end_backward(u);
@@ -112,14 +122,16 @@ class CommBufferWalk {
   double numel(int u) const { return double(L_.unit_numel[u]); }
   // Elements of unit u held at once: all of it, or the framework's limit.
   static double capped(double n, double limit) { return limit > 0 ? std::min(n, limit) : n; }
-  // ZeRO-3: a unit's weights all-gathered for its forward or backward (and
-  // the next units' while prefetched).
+  // ZeRO-3: the weights of unit seq[k] all-gathered for its forward or
+  // backward, and those of the next z.prefetch_units units of the sequence
+  // gathered ahead: held from then until each is used and released.
+  void gather(const std::vector<int>& seq, size_t k) {
+    for (size_t j = k; j < seq.size() && j <= k + size_t(z_.prefetch_units); ++j) gather(seq[j]);
+  }
   void gather(int u) {
     if (p_.zero_stage < 3 || gathered_[u]) return;
     gathered_[u] = true;
-    const double b = capped(numel(u), z_.gather_elements) * e_;
-    add(b * (1 + z_.prefetch_units));
-    sub(b * z_.prefetch_units);
+    add(capped(numel(u), z_.gather_elements) * e_);
   }
   void release(int u) {
     if (p_.zero_stage < 3 || !gathered_[u]) return;

@@ -112,7 +112,9 @@ double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int num_micro_batche
 //     stash, for its send;
 //   ZeRO-3: each unit's gathered weights during its forward and backward
 //     (the embedding's word and position units together; the head's final
-//     LayerNorm and word matrix together); no prefetch;
+//     LayerNorm and word matrix together), and those of the unit the pass
+//     uses next, gathered ahead (the engine prefetches one: the next unit
+//     of the forward, the previous block in the backward);
 //   ZeRO-2/3: each unit's full fp32 gradient from the start of its backward;
 //     then its reduce-scatter, holding that gradient and the fp32 shard it
 //     receives, in flight until two newer ones are posted (the engine bounds
@@ -123,8 +125,8 @@ double peak_stash_bytes(ScheduleKind kind, int pp, int vpp, int num_micro_batche
 // the buffers of sends still in flight; with pp = 1 exactly this.
 // full_walk: walk every micro-batch of the step (tests), not only enough to
 // reach the steady state. A framework's ZeRO runtime `z` other than the
-// engine's caps the gathered weights at z.gather_elements (plus
-// z.prefetch_units more units while gathering), each gradient held and
+// engine's caps the gathered weights at z.gather_elements (and gathers
+// z.prefetch_units units ahead), each gradient held and
 // reduced at z.reduce_bucket_elements, in the model dtype where it says so.
 // A CP layout must be passed as its cost view (stage_memory does so).
 double peak_comm_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, int stage, PerfCache& cache,

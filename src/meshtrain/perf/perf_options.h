@@ -16,8 +16,11 @@
 //   reduce_in_model_dtype  gradients are reduced in the model's dtype (bf16 /
 //                    fp16: DeepSpeed ZeRO, FSDP with a bf16 reduce dtype)
 //                    instead of fp32 (the engine).
-//   prefetch_units   units gathered ahead of the one in use (FSDP's forward
-//                    and backward prefetch: 1; engine: 0).
+//   prefetch_units   units gathered ahead of the one in use, in the order a
+//                    forward or backward uses them, and held until used
+//                    (FSDP's forward and backward prefetch and the engine's:
+//                    1; DeepSpeed, which bounds its gathers by
+//                    gather_elements: 0).
 //   fp32_sharded_parameters  the shards the rank keeps between steps are the
 //                    fp32 parameters the optimizer updates, cast to bf16
 //                    only when gathered (FSDP's mixed precision: "outside
@@ -84,7 +87,7 @@ struct ZeroRuntime {
   double gather_elements = 0;
   double reduce_bucket_elements = 0;
   bool reduce_in_model_dtype = false;
-  int prefetch_units = 0;
+  int prefetch_units = 1;
   int gather_calls_per_unit = 1;
   bool fp32_sharded_parameters = false;
   bool gather_copy_out = false;
