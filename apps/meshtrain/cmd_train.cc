@@ -223,6 +223,10 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "Hybrid sharding: ZeRO state sharded over groups of N consecutive data-parallel ranks and "
                   "replicated across the groups (ZeRO stage 1-3; default: the whole group)")
       ->group(g);
+  cmd->add_flag("--no-zero-prefetch{false}", o.zero_prefetch,
+                "ZeRO-3: gather each unit's weights when it is needed instead of one unit ahead while the one "
+                "before it computes (one unit's weights less memory, no overlap)")
+      ->group(g);
   cmd->add_option("--recompute-granularity", f->recompute, "none, selective or full")->capture_default_str()->group(g);
   cmd->add_option("--recompute-method", f->recompute_method, "uniform or block (full recompute)")
       ->capture_default_str()->group(g);

@@ -127,6 +127,7 @@ struct Config {
   int layers = 0;
   bool vpp_given = false;
   int shard = 0;  // hybrid sharding: DP ranks per ZeRO shard group (0: all)
+  bool prefetch = true;  // ZeRO-3 gathers one unit ahead (prefetch=0: --no-zero-prefetch)
   bool embedding_head() const { return stages == "eh" || stages == "ehc" || stages == "beh"; }
   bool balanced() const { return stages == "b" || stages == "beh"; }
   int first_layers() const { return stage_count('f'); }
@@ -146,6 +147,7 @@ struct Config {
     if (!stages.empty()) s += "_st" + stages;
     if (layers > 0) s += fmt::format("_l{}", layers);
     if (shard > 0) s += fmt::format("_sh{}", shard);
+    if (!prefetch) s += "_nopf";
     return s;
   }
   std::string line() const {
@@ -156,6 +158,7 @@ struct Config {
     if (layers > 0) l += fmt::format(" layers={}", layers);
     if (vpp_given) l += fmt::format(" vpp={}", vpp);
     if (shard > 0) l += fmt::format(" shard={}", shard);
+    if (!prefetch) l += " prefetch=0";
     return l;
   }
   // The flags of `meshtrain train` beyond the common ones.
@@ -174,6 +177,7 @@ struct Config {
     }
     if (sp) f.push_back("--sequence-parallel");
     if (shard > 0) f.insert(f.end(), {"--data-parallel-shard-size", std::to_string(shard)});
+    if (!prefetch) f.push_back("--no-zero-prefetch");
     if (first_layers() > 0) f.insert(f.end(), {"--decoder-first-pipeline-num-layers", std::to_string(first_layers())});
     if (last_layers() > 0) f.insert(f.end(), {"--decoder-last-pipeline-num-layers", std::to_string(last_layers())});
     if (stages == "eh") f.insert(f.end(), {"--pipeline-layer-counting", "embedding-head"});
@@ -417,6 +421,7 @@ Config parse_config(const std::string& line) {
     c.lpvs = 0;
   }
   c.shard = f.count("shard") ? std::stoi(f["shard"]) : 0;
+  c.prefetch = !f.count("prefetch") || f["prefetch"] != "0";
   if (f["name"] != c.name() || f["np"] != std::to_string(c.np()) || f["gbs"] != std::to_string(c.gbs()) ||
       f["model"] != c.model)
     throw mt::Error(fmt::format("derived fields disagree with the knobs (expected {}) in: {}", c.line(), line));
@@ -751,7 +756,9 @@ int cmd_memory(const std::string& dir, const std::string& line) {
   mt::perf::SystemSpec sys;
   mt::perf::PerfCache cache;
   std::vector<mt::perf::MemoryBytes> stages;
-  for (int s = 0; s < p.pp; ++s) stages.push_back(mt::perf::stage_memory(m, p, sys, s, cache));
+  mt::perf::PerfOptions engine;  // the engine's runtime, its ZeRO-3 prefetch as the line sets it
+  engine.zero.prefetch_units = c.prefetch ? 1 : 0;
+  for (int s = 0; s < p.pp; ++s) stages.push_back(mt::perf::stage_memory(m, p, sys, s, cache, engine));
   const int64_t boundary = int64_t{c.mb} * m.seq_length / (c.sp ? c.tp : 1) * m.hidden_size * (p.bf16 ? 2 : 4);
 
   bool ok = true;

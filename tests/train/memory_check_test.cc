@@ -148,5 +148,25 @@ TEST(TrainOptions, HybridShardingNeedsAGroupThatDividesDpUnderZero) {
   EXPECT_THROW(check_options(o, 4), Error);
 }
 
+// ZeRO-3's prefetch holds one more unit's gathered weights; turning it off
+// (--no-zero-prefetch) saves them, and applies only to ZeRO-3.
+TEST(MemoryCheck, ZeroPrefetchHoldsOneMoreUnit) {
+  TrainOptions o = options(4, 3);
+  const double with = rank_peak_memory(o, 0).comm_buffers;
+  o.zero_prefetch = false;
+  const double without = rank_peak_memory(o, 0).comm_buffers;
+  const double h = o.model.hidden_size;
+  EXPECT_GT(with - without, 12 * h * h * 4 * 0.99);  // about a block of fp32 weights (12 h^2)
+  EXPECT_NO_THROW(check_options(o, 4));
+  o.parallel.zero_stage = 2;
+  try {
+    check_options(o, 4);
+    FAIL() << "--no-zero-prefetch was accepted under ZeRO-2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--no-zero-prefetch applies to --zero-stage 3"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace meshtrain

@@ -20,13 +20,15 @@ struct PipelineEngine<T>::ChunkStash {
 };
 
 template <class T>
-PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed)
+PipelineEngine<T>::PipelineEngine(const ModelConfig& m, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed,
+                                  bool prefetch)
     : m_(m),
       p_(p),
       mesh_(mesh),
       layout_(Layout::build(m, p, mesh.coord().tp, mesh.coord().pp)),
       schedule_(make_schedule(p.schedule, p.pp, p.vpp, p.num_micro_batches())) {
   state_ = std::make_unique<ShardedState<T>>(layout_, p_, mesh_, seed);
+  prefetch_ = prefetch;
   for (int c = 0; c < p.vpp; ++c) {
     std::vector<const Unit*>& order = gather_order_.emplace_back();
     if (layout_.has_embedding(c)) {
@@ -143,6 +145,7 @@ void PipelineEngine<T>::gather_ahead(int c, size_t k, bool backward) {
   const std::vector<const Unit*>& order = gather_order_[c];
   ShardedState<T>& S = *state_;
   S.gather(*order[k]);
+  if (!prefetch_) return;
   if (!backward && k + 1 < order.size()) S.prefetch(*order[k + 1]);
   if (backward && k > first_block_[c]) S.prefetch(*order[k - 1]);
 }

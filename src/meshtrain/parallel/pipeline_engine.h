@@ -53,7 +53,8 @@ struct StepStats {
 template <class T>
 class PipelineEngine {
  public:
-  PipelineEngine(const ModelConfig& m, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed);
+  // prefetch: ZeRO-3 gathers one unit ahead (gather_ahead).
+  PipelineEngine(const ModelConfig& m, const ParallelConfig& p, ProcessMesh& mesh, uint64_t seed, bool prefetch = true);
   ~PipelineEngine();
 
   // Forward and backward of every micro-batch; gradients accumulate in the
@@ -118,6 +119,7 @@ class PipelineEngine {
   // head), and the position of its first block in that order.
   std::vector<std::vector<const Unit*>> gather_order_;
   std::vector<size_t> first_block_;
+  bool prefetch_ = true;
   std::vector<int> backward_count_;  // per unit: backward contributions so far this step
   std::vector<int> expected_;        // per unit: contributions per step
   float dloss_ = 0;

@@ -43,7 +43,9 @@ std::string hint(int largest, const TrainOptions& o) {
 perf::MemoryBytes rank_peak_memory(const TrainOptions& o, int rank) {
   const perf::SystemSpec bare;  // no reserved bytes, no fragmentation: the engine's own allocations
   perf::PerfCache cache;
-  perf::MemoryBytes b = perf::stage_memory(o.model, o.parallel, bare, coord_of(o.parallel, rank).pp, cache);
+  perf::PerfOptions engine;  // the engine's runtime, with its ZeRO-3 prefetch as set
+  engine.zero.prefetch_units = o.zero_prefetch ? 1 : 0;
+  perf::MemoryBytes b = perf::stage_memory(o.model, o.parallel, bare, coord_of(o.parallel, rank).pp, cache, engine);
   // --async-save keeps a host copy of the rank's checkpoint shard between
   // saves: its weights and optimizer state (an upper bound: a ZeRO rank
   // writes only the part it owns), counted with the workspace.

@@ -38,7 +38,8 @@ void to_json(nlohmann::json& j, const TrainOptions& o) {
                      {"exit_duration_in_mins", o.exit_duration_mins},
                      {"exit_signal_handler", o.exit_signal_handler},
                      {"keep_last", o.keep_last},
-                     {"async_save", o.async_save}};
+                     {"async_save", o.async_save},
+                     {"zero_prefetch", o.zero_prefetch}};
 }
 
 void check_options(const TrainOptions& o, int world_size) {
@@ -55,6 +56,7 @@ void check_options(const TrainOptions& o, int world_size) {
   check(o.eval_iters >= 0 && o.eval_interval >= 0, "eval-iters and eval-interval must not be negative");
   check(o.save_interval == 0 || !o.save_dir.empty(), "--save-interval needs --save DIR");
   check(!o.async_save || !o.save_dir.empty(), "--async-save needs --save DIR");
+  check(o.zero_prefetch || p.zero_stage == 3, "--no-zero-prefetch applies to --zero-stage 3 (got {})", p.zero_stage);
   if (!o.mock_data) {
     check(!o.data_path.empty(), "no --data-path given (or use --mock-data)");
     const data::DataPaths paths = data::resolve_data_path(o.data_path);

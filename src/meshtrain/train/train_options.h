@@ -18,6 +18,10 @@ namespace meshtrain {
 struct TrainOptions {
   ModelConfig model;
   ParallelConfig parallel;
+  // ZeRO-3: gather each unit's weights one unit ahead, non-blocking, while
+  // the current one computes (ShardedState::prefetch); false: when needed,
+  // holding one unit's weights fewer (--no-zero-prefetch).
+  bool zero_prefetch = true;
   LrSchedule lr;
   AdamWConfig adam;
   float clip_grad = 1.0f;  // global-norm clipping threshold; 0 disables

@@ -37,7 +37,7 @@ Trainer<T>::Trainer(const TrainOptions& o, ProcessMesh& mesh)
   const double tv = now_s();
   if (!o.load_dir.empty()) verify_checkpoint(o.load_dir, o.model, o.seed, mesh.world());
   verify_s_ = now_s() - tv;
-  engine_ = std::make_unique<PipelineEngine<T>>(o.model, o.parallel, mesh, o.seed);
+  engine_ = std::make_unique<PipelineEngine<T>>(o.model, o.parallel, mesh, o.seed, o.zero_prefetch);
   const ParallelConfig& p = o.parallel;
   const int mbs = p.num_micro_batches();
   const int64_t N = int64_t{p.micro_batch_size} * o.model.seq_length;
