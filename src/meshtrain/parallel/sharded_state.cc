@@ -122,10 +122,7 @@ void ShardedState<T>::gather(const Unit& u) {
     unit_gathering_[i].wait();  // a prefetch's, if one is in flight
     return;
   }
-  const int64_t S = u.shard_numel(shards_);
-  g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(T));
-  std::memcpy(g.template as<T>() + dp_rank_ * S, update_weights(u), S * sizeof(T));
-  mesh_.zero_shard_group().all_gather(Communicator::kInPlace, g.template as<T>(), S);
+  mesh_.zero_shard_group().all_gather(Communicator::kInPlace, gather_buffer(u, g), u.shard_numel(shards_));
 }
 
 template <class T>
@@ -134,10 +131,16 @@ void ShardedState<T>::prefetch(const Unit& u) {
   const size_t i = unit_index(layout_, u);
   Buffer& g = unit_gather_[i];
   if (!g.empty()) return;
+  unit_gathering_[i] =
+      mesh_.zero_shard_group().iall_gather(Communicator::kInPlace, gather_buffer(u, g), u.shard_numel(shards_));
+}
+
+template <class T>
+T* ShardedState<T>::gather_buffer(const Unit& u, Buffer& g) {
   const int64_t S = u.shard_numel(shards_);
   g = Buffer(MemCategory::comm_buffers, u.padded_numel * sizeof(T));
   std::memcpy(g.template as<T>() + dp_rank_ * S, update_weights(u), S * sizeof(T));
-  unit_gathering_[i] = mesh_.zero_shard_group().iall_gather(Communicator::kInPlace, g.template as<T>(), S);
+  return g.template as<T>();
 }
 
 template <class T>

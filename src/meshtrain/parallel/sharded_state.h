@@ -142,6 +142,9 @@ class ShardedState {
     Buffer shard;  // stages 2, 3: its reduced shard, to add into grads_
   };
   std::vector<Pending> pending_;
+  // Stage 3: allocates unit u's gathered weights in g with this rank's shard
+  // in its place, for an in-place all-gather.
+  T* gather_buffer(const Unit& u, Buffer& g);
   // Waits for a posted reduction and adds its shard (stages 2, 3); with
   // hybrid sharding first sums the shard over its replicas.
   void complete(Pending& o);

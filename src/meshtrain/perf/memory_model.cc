@@ -82,8 +82,6 @@ class CommBufferWalk {
   }
 
  private:
-  // ZeRO-2/3 buffers of a chunk's forward (the head's backward runs in it)
-  // and of its backward.
   // The units a chunk's forward gathers, in order (the head's run in it).
   static std::vector<int> forward_sequence(const ChunkUnits& c, bool head) {
     std::vector<int> seq(c.embedding);
@@ -91,6 +89,8 @@ class CommBufferWalk {
     if (head) seq.insert(seq.end(), c.head.begin(), c.head.end());
     return seq;
   }
+  // ZeRO-2/3 buffers of a chunk's forward (the head's backward runs in it)
+  // and of its backward.
   void forward_units(const ChunkUnits& c, bool head) {
     const std::vector<int> seq = forward_sequence(c, head);
     const size_t e = c.embedding.size(), b = e + c.blocks.size();
