@@ -216,7 +216,8 @@ Expected expected_per_step(const ModelConfig& m, const ParallelConfig& p, RankCo
       const double reductions = p.zero_stage >= 2 ? mb * contributions(u) : 1;
       if (p.zero_stage == 0) add("dp", "iall_reduce", 1, grad);
       if (p.zero_stage >= 1) add(zg, "ireduce_scatter", reductions, reductions * grad);
-      if (p.zero_stage >= 1 && p.hybrid_shard()) add("dp_replicate", "all_reduce", reductions, reductions * shard);
+      if (p.zero_stage >= 1 && p.hybrid_shard())  // ZeRO-2/3: posted beside the reduce-scatters
+        add("dp_replicate", p.zero_stage >= 2 ? "iall_reduce" : "all_reduce", reductions, reductions * shard);
       if (p.zero_stage == 1 || p.zero_stage == 2) add(zg, "all_gather", 1, weights);
     }
     // ZeRO-3, per micro-batch: a chunk's forward gathers its units in order

@@ -212,14 +212,32 @@ void ShardedState<T>::complete(Pending& o) {
     if (replicas && p_.zero_stage == 1) replicas->all_reduce(reduced_grads(u), S);
     return;
   }
-  if (replicas) replicas->all_reduce(o.shard.template as<float>(), S);
-  kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), S);
+  if (!replicas) {
+    kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), S);
+    return;
+  }
+  o.full.reset();  // the reduce-scatter is done with it
+  o.req = replicas->iall_reduce(o.shard.template as<float>(), S);
+  replicating_.push_back(std::move(o));
+  while (replicating_.size() > 2) {
+    finish_replicated(replicating_.front());
+    replicating_.erase(replicating_.begin());
+  }
+}
+
+template <class T>
+void ShardedState<T>::finish_replicated(Pending& o) {
+  o.req.wait();
+  const Unit& u = layout_.units()[o.unit];
+  kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), u.shard_numel(shards_));
 }
 
 template <class T>
 void ShardedState<T>::finish_reductions() {
   for (Pending& o : pending_) complete(o);
   pending_.clear();
+  for (Pending& o : replicating_) finish_replicated(o);
+  replicating_.clear();
   // The two copies of the tied word embedding hold partial gradients. An
   // untied model has no second copy: the first stage must not wait in an
   // all-reduce the last stage never joins.

@@ -4,7 +4,8 @@
 // (ParallelConfig::zero_shard, stages 1-3) the group is a block of
 // consecutive DP ranks (ProcessMesh::zero_shard_group()) and every reduced
 // shard is then all-reduced over its replicas in the other blocks
-// (zero_replica_group()); the first replica counts it in the gradient norm
+// (zero_replica_group(); stages 2, 3: non-blocking, two in flight, beside
+// the reduce-scatters); the first replica counts it in the gradient norm
 // and writes it to checkpoints.
 //
 //   stage  weights (T)   grads (fp32)        master + Adam m, v (fp32)
@@ -142,12 +143,17 @@ class ShardedState {
     Buffer shard;  // stages 2, 3: its reduced shard, to add into grads_
   };
   std::vector<Pending> pending_;
+  // Stages 2, 3 with hybrid sharding: reduced shards being summed over their
+  // replicas (non-blocking all-reduce), at most two in flight.
+  std::vector<Pending> replicating_;
   // Stage 3: allocates unit u's gathered weights in g with this rank's shard
   // in its place, for an in-place all-gather.
   T* gather_buffer(const Unit& u, Buffer& g);
   // Waits for a posted reduction and adds its shard (stages 2, 3); with
-  // hybrid sharding first sums the shard over its replicas.
+  // hybrid sharding posts the shard's all-reduce over its replicas instead
+  // (moving o to replicating_), which finish_replicated() completes.
   void complete(Pending& o);
+  void finish_replicated(Pending& o);
 };
 
 }  // namespace meshtrain

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "meshtrain/model/activations.h"
 #include "meshtrain/perf/context_parallel.h"
@@ -141,7 +142,9 @@ class CommBufferWalk {
   // ZeRO-2/3: a unit's full gradient (fp32 in the engine; one reduce bucket
   // in the model dtype in DeepSpeed) while its backward runs, then
   // reduce-scattered into a shard; the engine completes all but the newest
-  // two reductions after posting one.
+  // two reductions after posting one. With hybrid sharding a completed
+  // reduction keeps its shard while the shard is all-reduced over the
+  // replicas, again at most two at once.
   void begin_backward(int u) {
     if (p_.zero_stage < 2 || grad_[u]) return;
     grad_[u] = true;
@@ -153,10 +156,20 @@ class CommBufferWalk {
     const double full = capped(numel(u), z_.reduce_bucket_elements) * g_;
     const double shard = full / p_.shard_size();
     add(shard);
-    pending_.push_back(full + shard);
+    pending_.push_back({full, shard});
     while (pending_.size() > 2) {
-      sub(pending_.front());
+      const auto [done_full, done_shard] = pending_.front();
       pending_.erase(pending_.begin());
+      sub(done_full);  // the reduce-scatter's input
+      if (!p_.hybrid_shard()) {
+        sub(done_shard);
+        continue;
+      }
+      replicating_.push_back(done_shard);
+      if (replicating_.size() > 2) {
+        sub(replicating_.front());
+        replicating_.erase(replicating_.begin());
+      }
     }
   }
 
@@ -166,7 +179,8 @@ class CommBufferWalk {
   const double e_, g_, boundary_;
   const bool sharded_;  // ZeRO-2/3: gradients (and weights) held per unit
   std::vector<bool> gathered_, grad_;
-  std::vector<double> pending_;  // bytes held by each reduction in flight
+  std::vector<std::pair<double, double>> pending_;  // each reduce-scatter in flight: its input and output bytes
+  std::vector<double> replicating_;                 // shard bytes of each all-reduce over the replicas in flight
   double now_ = 0, peak_ = 0;
 };
 
