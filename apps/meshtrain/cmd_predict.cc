@@ -41,6 +41,7 @@ struct PredictArgs {
   bool bf16 = false;
   int zero_stage = 0;
   int zero_shard = 0;
+  bool zero_prefetch = true;  // --no-zero-prefetch: the engine gathering each ZeRO-3 unit at its use
   bool flash = false;
   perf::PerfOptions options;
   std::string framework;
@@ -177,6 +178,14 @@ int run_predict(const PredictArgs& a) {
   perf::PerfOptions options = a.options;
   const perf::FrameworkProfile* framework = apply_framework_flag(a.framework, options, sys);
   const ParallelConfig p = layout_of(a, m, framework);
+  if (!a.zero_prefetch) {
+    check(!framework, "--no-zero-prefetch describes this engine; --framework-profile {} runs its own ZeRO runtime",
+          a.framework);
+    check(p.zero_stage == 3, "--no-zero-prefetch applies to --zero-stage 3 (got {})", p.zero_stage);
+    check(a.emit.empty(), "--no-zero-prefetch is not carried by --emit; add it to the train command");
+    options.zero.prefetch_units = 0;
+    options.zero.gather_at_use = true;
+  }
   const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, options);
   if (!a.emit.empty())
     std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node}, a.emit);
@@ -224,6 +233,9 @@ void add_predict_command(CLI::App& app, Runner& run) {
                 "groups (as this engine, FSDP's HYBRID_SHARD and torchtitan's dp_shard run it; default: the whole "
                 "data-parallel group)");
   c->add_flag("--use-flash-attn", a->flash);
+  c->add_flag("--no-zero-prefetch{false}", a->zero_prefetch,
+              "ZeRO-3 as train --no-zero-prefetch runs it: each unit gathered at its use (nothing hidden, one unit "
+              "less memory)");
   c->add_flag("--overlap-grad-reduce", a->options.overlap_grad_reduce);
   c->add_flag("--overlap-param-gather", a->options.overlap_param_gather);
   c->add_flag("--tp-comm-overlap", a->options.tp_comm_overlap);

@@ -158,6 +158,25 @@ TEST(ZeroRuntime, DeepSpeed2021ExposesEveryCollectivePerTensor) {
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3 (v0.9)", "2023 report"), "deepspeed-zero3");
 }
 
+// The engine under train --no-zero-prefetch gathers each unit at its use:
+// the whole gather time is exposed, where the prefetching default hides all
+// but about one unit's worth behind a long forward.
+TEST(ZeroRuntime, TheEngineWithoutPrefetchExposesItsGathers) {
+  const ModelConfig m = gpt(4, 4096, 32);
+  const SystemSpec s = load_system_spec("dgx-a100-80gb");
+  const ParallelConfig p = zero3(8, 8);
+  PerfOptions at_use;
+  at_use.zero.prefetch_units = 0;
+  at_use.zero.gather_at_use = true;
+  PerfCache cache;
+  const ChunkCost prefetching = step_costs(m, p, s, PerfOptions{}, cache).chunks[0];
+  const ChunkCost blocking = step_costs(m, p, s, at_use, cache).chunks[0];
+  EXPECT_GT(blocking.forward_dp_s, 2 * prefetching.forward_dp_s);
+  EXPECT_GT(blocking.backward_dp_s, prefetching.backward_dp_s);
+  EXPECT_LT(estimate_memory(m, p, s, cache, at_use).worst.comm_buffers,
+            estimate_memory(m, p, s, cache).worst.comm_buffers);
+}
+
 // Under full recompute DeepSpeed keeps a sub-module's weights gathered from
 // the recompute to the backward only when the weights used in between hold
 // fewer than 1e9 elements (stage3_max_reuse_distance): a 175B block

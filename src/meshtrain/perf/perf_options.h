@@ -67,6 +67,9 @@
 //                    through a flat buffer one view at a time: N kernels per
 //                    call, N the shard group (DeepSpeed 2021 with PyTorch's
 //                    ProcessGroupNCCL before _all_gather_base).
+//   gather_at_use    each ZeRO-3 gather blocks at the unit's use, so none
+//                    hides behind compute (the engine under train
+//                    --no-zero-prefetch, with prefetch_units 0).
 //   reuse_elements   with activation recomputation, a parameter tensor stays
 //                    gathered from its recompute to its backward only if the
 //                    parameters used in between number fewer than this
@@ -97,6 +100,7 @@ struct ZeroRuntime {
   bool serialized = false;
   bool list_collectives = false;
   double reuse_elements = 0;
+  bool gather_at_use = false;
 };
 
 struct PerfOptions {

@@ -565,7 +565,7 @@ class StepPricer {
     }
     if (p_.zero_stage >= 3) {
       const Gathers g = zero3_gathers(L, c);
-      if (o_.zero.serialized) {
+      if (o_.zero.serialized || o_.zero.gather_at_use) {
         cc.forward_dp_s += g.forward_s;
         backward_exposed += g.backward_s;
       } else {
