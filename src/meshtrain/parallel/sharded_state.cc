@@ -195,10 +195,21 @@ void ShardedState<T>::end_backward(const Unit& u, bool last) {
   Request r = group.ireduce_scatter(full.template as<float>(), shard.template as<float>(), S);
   pending_.push_back(Pending{std::move(r), idx, std::move(full), std::move(shard)});
   // Bound the gradient memory in flight: complete all but the newest two.
-  while (pending_.size() > 2) {
-    complete(pending_.front());
-    pending_.erase(pending_.begin());
+  complete_oldest(pending_, &ShardedState::complete);
+}
+
+template <class T>
+void ShardedState<T>::complete_oldest(std::vector<Pending>& queue, void (ShardedState::*done)(Pending&)) {
+  while (queue.size() > kReductionsInFlight) {
+    (this->*done)(queue.front());
+    queue.erase(queue.begin());
   }
+}
+
+template <class T>
+void ShardedState<T>::add_shard(const Pending& o) {
+  const Unit& u = layout_.units()[o.unit];
+  kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), u.shard_numel(shards_));
 }
 
 template <class T>
@@ -213,23 +224,19 @@ void ShardedState<T>::complete(Pending& o) {
     return;
   }
   if (!replicas) {
-    kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), S);
+    add_shard(o);
     return;
   }
   o.full.reset();  // the reduce-scatter is done with it
   o.req = replicas->iall_reduce(o.shard.template as<float>(), S);
   replicating_.push_back(std::move(o));
-  while (replicating_.size() > 2) {
-    finish_replicated(replicating_.front());
-    replicating_.erase(replicating_.begin());
-  }
+  complete_oldest(replicating_, &ShardedState::finish_replicated);
 }
 
 template <class T>
 void ShardedState<T>::finish_replicated(Pending& o) {
   o.req.wait();
-  const Unit& u = layout_.units()[o.unit];
-  kernels::accumulate(reduced_grads(u), o.shard.template as<float>(), u.shard_numel(shards_));
+  add_shard(o);
 }
 
 template <class T>

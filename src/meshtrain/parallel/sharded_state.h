@@ -154,6 +154,13 @@ class ShardedState {
   // (moving o to replicating_), which finish_replicated() completes.
   void complete(Pending& o);
   void finish_replicated(Pending& o);
+  // Reductions and replica all-reduces in flight at once, each (the memory
+  // model's walk holds the same bound).
+  static constexpr size_t kReductionsInFlight = 2;
+  // Applies done() to the oldest of `queue` until kReductionsInFlight remain.
+  void complete_oldest(std::vector<Pending>& queue, void (ShardedState::*done)(Pending&));
+  // Adds a reduced shard into this rank's gradient shard (stages 2, 3).
+  void add_shard(const Pending& o);
 };
 
 }  // namespace meshtrain
