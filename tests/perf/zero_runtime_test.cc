@@ -21,9 +21,16 @@ TEST(Collectives, RingLatencyGrowsWithTheGroupTreeDoesNot) {
   const double ar128 = collective_time(s, Collective::all_reduce, tiny, 128, 1);
   const double ar1024 = collective_time(s, Collective::all_reduce, tiny, 1024, 1);
   EXPECT_GT(ag1024, 7 * ag128);           // ~ (n - 1) steps
-  EXPECT_GE(ag1024, 1023 * s.network.latency_s);
+  // The ring's hops: 127 between the 128 nodes, 896 inside them.
+  const double hops = 127 * s.network.latency_s + 896 * s.links[0].latency_s;
+  EXPECT_GE(ag1024, hops);
+  EXPECT_LT(ag1024, 1.01 * hops);
   EXPECT_LT(ar1024, 2 * ar128);           // ~ log2(nodes) steps
   EXPECT_EQ(collective_time(s, Collective::reduce_scatter, tiny, 1024, 1), ag1024);
+  // One rank per node (stride 8): every hop crosses the network.
+  const double spread = collective_time(s, Collective::all_gather, tiny, 128, 8);
+  EXPECT_GE(spread, 127 * s.network.latency_s);
+  EXPECT_LT(spread, 1.01 * 127 * s.network.latency_s);
 }
 
 ModelConfig gpt(int layers, int hidden, int heads) {

@@ -19,24 +19,52 @@ LinkOp link_op(Collective kind) {
                                           : LinkOp::reduce_scatter;
 }
 
-double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
+// A ring's bandwidth term on one link class (no latency).
+double ring_transfer(const LinkClass& l, Collective kind, double bytes, int n) {
   if (n <= 1 || bytes <= 0) return 0;
   const double bw = l.bandwidth_gbs * 1e9 * l.efficiency_of(link_op(kind))(bytes);
-  return steps(kind, n) * l.latency_s + bytes * factor(kind, n) / bw;
+  return bytes * factor(kind, n) / bw;
 }
 
-// One rank's part of the inter-node step: `bytes` per rank over `nodes`
+double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return steps(kind, n) * l.latency_s + ring_transfer(l, kind, bytes, n);
+}
+
+// One rank's share of the inter-node bytes: `bytes` per rank over `nodes`
 // ranks, while every device of the node uses the NICs at once, so each gets
-// 1 / devices_per_node of them. Latency: an all-reduce runs as a tree across
-// nodes (2 log2(nodes) steps); all-gather and reduce-scatter run as one ring
-// through all `size` ranks, size - 1 steps each as slow as the network hop.
-double across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes, int size) {
+// 1 / devices_per_node of them.
+double across_nodes_transfer(const SystemSpec& s, Collective kind, double bytes, int nodes) {
   if (nodes <= 1 || bytes <= 0) return 0;
   const auto& net = s.network;
   const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
-  const double bw = share * net.efficiency(bytes);
-  const double steps = kind == Collective::all_reduce ? 2 * std::ceil(std::log2(double(nodes))) : double(size - 1);
-  return steps * net.latency_s + bytes * factor(kind, nodes) / bw;
+  return bytes * factor(kind, nodes) / (share * net.efficiency(bytes));
+}
+
+// All-reduce over nodes: the hierarchical form. Inside the node a
+// reduce-scatter before and an all-gather after; across nodes a tree,
+// 2 log2(nodes) network steps, on 1/k of the bytes per rank.
+double all_reduce_across_nodes(const SystemSpec& s, const GroupPlacement& g, double bytes) {
+  const int k = g.ranks_per_node;
+  const double tree = 2 * std::ceil(std::log2(double(g.nodes))) * s.network.latency_s;
+  double t = tree + across_nodes_transfer(s, Collective::all_reduce, bytes / k, g.nodes);
+  if (k > 1)
+    t += ring_on_link(*g.link, Collective::reduce_scatter, bytes, k) +
+         ring_on_link(*g.link, Collective::all_gather, bytes, k);
+  return t;
+}
+
+// All-gather or reduce-scatter over nodes: one ring through all n ranks,
+// ordered node by node. Its latency is the sum of its n - 1 hops (NCCL's
+// tuning model, src/graph/tuning.cc: nsteps - nInterSteps hops inside a
+// node, nInterSteps = nodes - 1 across): nodes - 1 on the network,
+// n - nodes on the node's link. Bandwidth: the network carries 1/k of the
+// bytes per rank; inside the node the k ranks exchange the rest.
+double ring_across_nodes(const SystemSpec& s, const GroupPlacement& g, Collective kind, double bytes) {
+  const int k = g.ranks_per_node;
+  double t = (g.nodes - 1) * s.network.latency_s + across_nodes_transfer(s, kind, bytes / k, g.nodes);
+  if (k > 1) t += (g.size - g.nodes) * g.link->latency_s + ring_transfer(*g.link, kind, bytes, k);
+  return t;
 }
 
 }  // namespace
@@ -48,17 +76,8 @@ double collective_bytes_sent(Collective kind, double bytes, int size) {
 double collective_time(const SystemSpec& s, Collective kind, double bytes, int size, int stride) {
   if (size <= 1 || bytes <= 0) return 0;
   const GroupPlacement g = place_group(s, size, stride);
-  const int k = g.ranks_per_node;
   if (g.nodes == 1) return ring_on_link(*g.link, kind, bytes, size);
-  // Each of the k ranks on a node carries 1/k of the bytes across nodes.
-  double t = across_nodes(s, kind, bytes / k, g.nodes, size);
-  if (k > 1) {
-    // Inside the node: reduce-scatter before (all-reduce, reduce-scatter) and
-    // all-gather after (all-reduce, all-gather) the inter-node part.
-    if (kind != Collective::all_gather) t += ring_on_link(*g.link, Collective::reduce_scatter, bytes, k);
-    if (kind != Collective::reduce_scatter) t += ring_on_link(*g.link, Collective::all_gather, bytes, k);
-  }
-  return t;
+  return kind == Collective::all_reduce ? all_reduce_across_nodes(s, g, bytes) : ring_across_nodes(s, g, kind, bytes);
 }
 
 double p2p_time(const SystemSpec& s, double bytes, int a, int b) {

@@ -14,10 +14,11 @@
 // a training step, so the node's NICs are shared: each rank gets
 // 1 / devices_per_node of them, and the group's k ranks together k / devices.
 // The inter-node latency term: an all-reduce runs as a tree across nodes,
-// 2 log2(nodes) steps; all-gather and reduce-scatter have no tree in NCCL
-// (or RCCL) and run as a ring through all n ranks, n - 1 steps each paying
-// the network's latency (a ring step is as slow as its slowest hop), so
-// their latency grows linearly with the group.
+// 2 log2(nodes) network steps; all-gather and reduce-scatter have no tree in
+// NCCL (or RCCL) and run as one ring through all n ranks, ordered node by
+// node, whose latency is the sum of its hops: nodes - 1 on the network and
+// n - nodes on the node's link (NCCL's tuning model), so it grows linearly
+// with the group.
 #pragma once
 
 #include "meshtrain/perf/system_spec.h"
