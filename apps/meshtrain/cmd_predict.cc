@@ -182,13 +182,12 @@ int run_predict(const PredictArgs& a) {
     check(!framework, "--no-zero-prefetch describes this engine; --framework-profile {} runs its own ZeRO runtime",
           a.framework);
     check(p.zero_stage == 3, "--no-zero-prefetch applies to --zero-stage 3 (got {})", p.zero_stage);
-    check(a.emit.empty(), "--no-zero-prefetch is not carried by --emit; add it to the train command");
     options.zero.prefetch_units = 0;
     options.zero.gather_at_use = true;
   }
   const perf::Prediction r = perf::predict(m, p, sys, a.num_gpus, options);
   if (!a.emit.empty())
-    std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node}, a.emit);
+    std::cout << tune::emit({a.model, m, p, a.num_gpus, sys.devices_per_node, a.zero_prefetch}, a.emit);
   else if (a.json)
     std::cout << prediction_json(a, m, p, sys, r).dump(2) << "\n";
   else

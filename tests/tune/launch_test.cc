@@ -149,6 +149,21 @@ TEST(Launch, ShapeFlagsOnlyWhereTheModelDiffersFromItsPreset) {
   EXPECT_NE(t.find("--model 175b --seq-length 4096 --max-position-embeddings 4096 --tensor"), std::string::npos) << t;
 }
 
+// A spec with the ZeRO-3 prefetch off carries --no-zero-prefetch into the
+// train line (and so into the Slurm script); without ZeRO-3 it is refused.
+TEST(Launch, NoZeroPrefetchIsCarriedIntoTheTrainLine) {
+  LaunchSpec s = frontier_175b();
+  s.zero_prefetch = false;
+  EXPECT_THROW(train_command(s), Error);  // the 175B layout runs ZeRO-1
+  s.parallel.zero_stage = 3;
+  const std::string t = train_command(s);
+  EXPECT_NE(t.find("--zero-stage 3"), std::string::npos) << t;
+  EXPECT_NE(t.find(" --no-zero-prefetch"), std::string::npos) << t;
+  EXPECT_NE(emit(s, "slurm-frontier").find(" --no-zero-prefetch\n"), std::string::npos);
+  s.zero_prefetch = true;
+  EXPECT_EQ(train_command(s).find("--no-zero-prefetch"), std::string::npos);
+}
+
 TEST(Launch, UnknownKindIsAnError) {
   EXPECT_THROW(emit(frontier_175b(), "pbs"), Error);
   EXPECT_THROW(slurm_script(frontier_175b(), "summit"), Error);

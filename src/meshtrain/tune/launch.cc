@@ -38,6 +38,10 @@ std::string train_line(const LaunchSpec& s) {
   std::vector<std::string> a = {s.exe, "train"};
   for (std::string& x : shape_args(s)) a.push_back(std::move(x));
   for (std::string& x : train_args(s.parallel, s.model_config.num_layers)) a.push_back(std::move(x));
+  if (!s.zero_prefetch) {
+    check(s.parallel.zero_stage == 3, "--no-zero-prefetch applies to --zero-stage 3 (got {})", s.parallel.zero_stage);
+    a.push_back("--no-zero-prefetch");
+  }
   return joined(a);
 }
 

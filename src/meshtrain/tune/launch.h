@@ -2,7 +2,8 @@
 //   train_args      the `meshtrain train` flags of a layout (also what a tune
 //                   trial passes to the engine)
 //   train_command   one `meshtrain train` line, under `mpirun -np N` when N > 1;
-//                   --model and the shape flags where the model differs from it
+//                   --model and the shape flags where the model differs from it,
+//                   --no-zero-prefetch where the spec turns the prefetch off
 //   slurm_script    a Slurm batch script: nodes, tasks per node, GPU binding;
 //                   flavours "frontier" (srun --gpus-per-task=1
 //                   --gpu-bind=closest, 7 cores a task: 56 of 64 usable) and
@@ -33,6 +34,7 @@ struct LaunchSpec {
   ParallelConfig parallel;
   int num_gpus = 1;
   int devices_per_node = 1;     // tasks per node in a Slurm script
+  bool zero_prefetch = true;    // false: train --no-zero-prefetch (ZeRO-3 units gathered at their use)
   std::string exe = "meshtrain";
 };
 
