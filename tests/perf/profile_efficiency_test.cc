@@ -467,6 +467,12 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("Megatron-LM", "Narayanan et al., SC 2021"), "megatron-lm-2021");
   EXPECT_EQ(infer_profile("Megatron-LM", "Korthikanti et al. 2022, arXiv 2205.05198"), "megatron-lm-2022");
   EXPECT_EQ(infer_profile("Megatron-LM (2024 release)", "Narayanan et al. 2021"), "megatron-core-2024");
+  // MegaScale's baseline: a Megatron-LM commit of January 2023 runs 2022's
+  // features; a year alone from 2023 on, or a later month, the 2024 ones.
+  EXPECT_EQ(infer_profile("Megatron-LM (commit 285068c8, 2023-01)", "Jiang et al. 2024"), "megatron-lm-2022");
+  EXPECT_EQ(infer_profile("Megatron-LM (2023-09)", ""), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("Megatron-LM", "a 2023 report"), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("Megatron-LM (2023-13)", ""), "megatron-core-2024");  // not a month
   EXPECT_EQ(infer_profile("JAX / MaxText", "2024"), "");
   // In a CSV: the blank profile column is filled, and says so.
   std::string text = kHeader;

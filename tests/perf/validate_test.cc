@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/tune/validate.h"
 #include "meshtrain/tune/validate_cv.h"
 
@@ -274,6 +275,23 @@ TEST(Validate, PublishedRecomputeLayerCountIsPredictedAsPublished) {
   EXPECT_EQ(v.rows[0].config.recompute_num_layers, 16);
   EXPECT_EQ(v.rows[1].config.recompute_method, RecomputeMethod::uniform);
   EXPECT_GT(v.rows[0].prediction.tokens_per_s, 1.05 * v.rows[1].prediction.tokens_per_s);
+}
+
+// Published runs kept elsewhere may come without a profile column: every row
+// of the public set that names its profile must get the same one from its
+// framework, source and precision text alone (perf::infer_profile), so a
+// blank column prices a run as its named profile does.
+TEST(Validate, EveryNamedProfileOfThePublicSetIsInferredFromItsText) {
+  const CsvTable t = read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv");
+  int named = 0;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    const std::string& given = t.field(r, "profile");
+    if (given.empty()) continue;
+    ++named;
+    EXPECT_EQ(perf::infer_profile(t.field(r, "framework"), t.field(r, "source"), t.field(r, "precision")), given)
+        << t.field(r, "id") << ": " << t.field(r, "framework");
+  }
+  EXPECT_GT(named, 150);
 }
 
 }  // namespace

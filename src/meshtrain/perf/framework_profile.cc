@@ -226,14 +226,22 @@ const FrameworkProfile& framework_profile(const std::string& name) {
 namespace {
 
 // The latest year 2015-2029 written in `text` as four digits of their own; 0 if none.
-int latest_year(const std::string& text) {
+// The latest date written in `text` as year * 100 + month: a year 2015-2029,
+// with its month where it is written "YYYY-MM" (else month 0); 0 for none.
+int latest_date(const std::string& text) {
   auto digit = [&](size_t k) { return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])); };
   int best = 0;
   for (size_t i = 0; i + 4 <= text.size(); ++i) {
     if (text.compare(i, 2, "20") != 0 || !digit(i + 2) || !digit(i + 3) || (i > 0 && digit(i - 1)) || digit(i + 4))
       continue;
     const int y = std::stoi(text.substr(i, 4));
-    if (y >= 2015 && y <= 2029) best = std::max(best, y);
+    if (y < 2015 || y > 2029) continue;
+    int month = 0;
+    if (i + 7 <= text.size() && text[i + 4] == '-' && digit(i + 5) && digit(i + 6) && !digit(i + 7)) {
+      const int m = std::stoi(text.substr(i + 5, 2));
+      if (m >= 1 && m <= 12) month = m;
+    }
+    best = std::max(best, y * 100 + month);
   }
   return best;
 }
@@ -243,8 +251,9 @@ int latest_year(const std::string& text) {
 std::string infer_profile(const std::string& framework, const std::string& source, const std::string& precision) {
   const std::string f = ascii_lower(framework);
   auto has = [&](const char* word) { return f.find(word) != std::string::npos; };
-  int year = latest_year(f);
-  if (year == 0) year = latest_year(source);
+  int date = latest_date(f);
+  if (date == 0) date = latest_date(source);
+  const int year = date / 100, month = date % 100;
   if (has("torchtitan") || has("fsdp2")) return "torchtitan-2024";
   if (has("megatron-core") || has("megatron core") || has("mcore") || has("nemo")) return "megatron-core-2024";
   if ((has("megatron") && has("deepspeed")) || has("neox")) {
@@ -265,8 +274,14 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   // style pipeline schedules, which the FSDP profiles do not have.
   if (fsdp && (has("4d") || has("pipeline") || has("+ pp"))) return "megatron-core-2024";
   if (fsdp) return "fsdp-2022";
-  if (has("megatron"))
-    return year >= 2023 ? "megatron-core-2024" : year == 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
+  if (has("megatron")) {
+    // Megatron-LM of the first half of 2023 predates the overlapped gradient
+    // reduction, parameter gather and TP communication the 2024 profile
+    // prices; a year alone counts from 2023 on as the later software.
+    const bool early_2023 = year == 2023 && month >= 1 && month <= 6;
+    if (year >= 2023 && !early_2023) return "megatron-core-2024";
+    return year >= 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
+  }
   return "";
 }
 

@@ -71,9 +71,10 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 // pipelined stack -> megatron-core-2024; Composer / llm-foundry ->
 // llm-foundry-2023 (-pure where `precision` names FSDP's PURE mixed
 // precision); FSDP, FairScale, metaseq -> fsdp-2022; Megatron-LM -> by year
-// (2021 or earlier, 2022, 2023 on: megatron-core-2024). The year is the
-// latest 2015-2029 written in `framework`, else in `source`. Empty when
-// nothing matches.
+// (2021 or earlier, 2022 and a date "2023-01" to "2023-06": megatron-lm-2022,
+// 2023 otherwise and later: megatron-core-2024). The year is the latest
+// 2015-2029 written in `framework`, else in `source`, with its month where
+// written "YYYY-MM". Empty when nothing matches.
 std::string infer_profile(const std::string& framework, const std::string& source,
                           const std::string& precision = "");
 
