@@ -34,6 +34,7 @@ void print_rows(const tune::Validation& v) {
   for (const auto& r : v.rows) {
     std::string filled;
     for (const auto& [k, x] : r.filled) filled += (filled.empty() ? "" : " ") + k + "=" + x;
+    if (r.system_inferred) filled += (filled.empty() ? "" : " ") + ("system=" + r.system + " (from gpu)");
     if (r.profile_inferred) filled += (filled.empty() ? "" : " ") + ("profile=" + r.profile + " (from framework)");
     if (r.beyond_profile) filled += (filled.empty() ? "" : " ") + ("(beyond " + r.profile + ")");
     const std::string err = r.compared ? fmt::format("{:+.1f}%", 100 * r.error) : "-";

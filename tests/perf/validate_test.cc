@@ -10,6 +10,7 @@
 #include <string>
 
 #include "meshtrain/perf/framework_profile.h"
+#include "meshtrain/perf/system_spec.h"
 #include "meshtrain/tune/validate.h"
 #include "meshtrain/tune/validate_cv.h"
 
@@ -292,6 +293,36 @@ TEST(Validate, EveryNamedProfileOfThePublicSetIsInferredFromItsText) {
         << t.field(r, "id") << ": " << t.field(r, "framework");
   }
   EXPECT_GT(named, 150);
+}
+
+// A row whose system column is blank, or names no system file, takes the
+// system its gpu column describes and says so; a row naming neither is
+// skipped with one line.
+TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
+  EXPECT_EQ(perf::infer_system("MI250X GCD (Frontier)"), "frontier");
+  EXPECT_EQ(perf::infer_system("A100 80GB (Selene DGX A100)"), "dgx-a100-80gb");
+  EXPECT_EQ(perf::infer_system("A100-SXM4-40GB"), "dgx-a100-40gb");
+  EXPECT_EQ(perf::infer_system("H100 96GB HBM2e (500 W, Grand Teton)"), "grandteton-h100-96gb-500w");
+  EXPECT_EQ(perf::infer_system("H100 80GB"), "dgx-h100");
+  EXPECT_EQ(perf::infer_system("TPU v4"), "");
+  const std::string header =
+      "id,source,system,gpu,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,zero_stage,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind\n";
+  auto line = [](const std::string& id, const std::string& system, const std::string& gpu) {
+    return id + ",s," + system + "," + gpu + ",48,6144,48,2048,50688,16,1,8,,0,640,1,full,no,yes,73.5,hardware\n";
+  };
+  std::istringstream in(header + line("named", "frontier", "") + line("blank", "", "MI250X GCD") +
+                        line("unknown", "olcf-frontier", "MI250X") + line("none", "", "TPU v4"));
+  const Validation v = validate_runs(read_csv(in));
+  ASSERT_EQ(v.rows.size(), 3u);
+  EXPECT_FALSE(v.rows[0].system_inferred);
+  for (int i : {1, 2}) {
+    EXPECT_TRUE(v.rows[i].system_inferred) << v.rows[i].id;
+    EXPECT_EQ(v.rows[i].system, "frontier");
+    EXPECT_DOUBLE_EQ(v.rows[i].prediction.step_time_s, v.rows[0].prediction.step_time_s);
+  }
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("column gpu ('TPU v4') names no device"), std::string::npos) << v.skipped[0];
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/text.h"
 #include "meshtrain/model/model_config.h"
 
 namespace meshtrain::perf {
@@ -329,6 +330,27 @@ SystemSpec load_system_spec(const std::string& name_or_path) {
   }
   s.validate();
   return s;
+}
+
+bool system_exists(const std::string& name_or_path) {
+  namespace fs = std::filesystem;
+  if (name_or_path.empty()) return false;
+  const fs::path p = name_or_path;
+  if (fs::exists(p) && !fs::is_directory(p)) return true;
+  return fs::exists(fs::path(config_root()) / "systems" / (name_or_path + ".json"));
+}
+
+std::string infer_system(const std::string& device_text) {
+  const std::string t = ascii_lower(device_text);
+  auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
+  const bool gb40 = has("40gb") || has("40 gb");
+  if (has("mi250") || has("frontier")) return "frontier";
+  if (has("mi300")) return "mi300x-node";
+  if (has("h200")) return "h200-node";
+  if (has("h100")) return has("96gb") || has("96 gb") ? "grandteton-h100-96gb-500w" : "dgx-h100";
+  if (has("jean zay") || has("jeanzay")) return "jeanzay-a100-80gb";
+  if (has("a100") || has("ampere")) return gb40 ? "dgx-a100-40gb" : "dgx-a100-80gb";
+  return "";
 }
 
 }  // namespace meshtrain::perf

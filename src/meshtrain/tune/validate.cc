@@ -306,13 +306,29 @@ void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
   throw Error(fmt::format("column peak_mem: '{}' is not OOM or a size such as 56 GB or 82.4 GiB", v));
 }
 
+// The system column, else the system file the gpu column describes
+// (perf::infer_system); a name this build does not find is read the same
+// way, first as text and then through the gpu column.
+void read_system(const CsvTable& t, size_t r, RunRow& p) {
+  p.system = trim(t.field(r, "system"));
+  if (perf::system_exists(p.system)) return;
+  std::string guess = perf::infer_system(p.system);
+  if (guess.empty()) guess = perf::infer_system(t.field(r, "gpu"));
+  if (guess.empty()) {
+    check(!p.system.empty(), "column system is blank and column gpu ('{}') names no device with a system file",
+          trim(t.field(r, "gpu")));
+    (void)perf::load_system_spec(p.system);  // throws, naming where it looked
+  }
+  p.system = guess;
+  p.system_inferred = true;
+}
+
 RunRow read_row(const CsvTable& t, size_t r) {
   RunRow p;
   p.line = t.row_lines[r];
   p.id = trim(t.field(r, "id"));
   check(!p.id.empty(), "column id is blank");
-  p.system = trim(t.field(r, "system"));
-  check(!p.system.empty(), "column system is blank");
+  read_system(t, r, p);
   p.source = trim(t.field(r, "source_key"));
   if (p.source.empty()) p.source = trim(t.field(r, "source"));
   read_profile(t, r, p);
@@ -324,7 +340,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   read_metric(t, r, p);
   read_peak_memory(t, r, p);
   for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
-  p.key += p.profile;  // inferred where the column is blank
+  p.key += p.profile + '\x1f' + p.system;  // inferred where the columns are blank
   const perf::PerfOptions& o = p.options;
   p.key += fmt::format("{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
                        int(o.overlap_p2p_comm));
@@ -393,6 +409,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.source = row.source;
   res.profile = row.profile;
   res.profile_inferred = row.profile_inferred;
+  res.system_inferred = row.system_inferred;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -512,6 +529,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"source", r.source},
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
+                     {"system_inferred", r.system_inferred},
                      {"beyond_profile", r.beyond_profile},
                      {"filled", r.filled},
                      {"config", r.config},

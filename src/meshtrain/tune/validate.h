@@ -51,6 +51,7 @@ struct RunRow {
   std::string source;  // column source_key, else source: rows of one publication
   std::string profile; // column profile (perf/framework_profile.h), else inferred; may be empty
   bool profile_inferred = false;  // from the framework column (perf::infer_profile)
+  bool system_inferred = false;   // column system blank or unknown: from the gpu column (perf::infer_system)
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -82,6 +83,7 @@ struct RowResult {
   std::string source;
   std::string profile;
   bool profile_inferred = false;
+  bool system_inferred = false;
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
