@@ -225,9 +225,8 @@ const FrameworkProfile& framework_profile(const std::string& name) {
 
 namespace {
 
-// The latest year 2015-2029 written in `text` as four digits of their own; 0 if none.
-// The latest date written in `text` as year * 100 + month: a year 2015-2029,
-// with its month where it is written "YYYY-MM" (else month 0); 0 for none.
+// The latest date written in `text` as year * 100 + month: a year 2015-2029 as
+// four digits of their own, with its month where written "YYYY-MM" (else 0); 0 for none.
 int latest_date(const std::string& text) {
   auto digit = [&](size_t k) { return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])); };
   int best = 0;
