@@ -304,6 +304,10 @@ TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
   EXPECT_EQ(perf::infer_system("A100-SXM4-40GB"), "dgx-a100-40gb");
   EXPECT_EQ(perf::infer_system("H100 96GB HBM2e (500 W, Grand Teton)"), "grandteton-h100-96gb-500w");
   EXPECT_EQ(perf::infer_system("H100 80GB"), "dgx-h100");
+  EXPECT_EQ(perf::infer_system("selene"), "dgx-a100-80gb");
+  EXPECT_EQ(perf::infer_system("LUMI-G"), "frontier");
+  EXPECT_EQ(perf::infer_system("NVIDIA Eos"), "dgx-h100");
+  EXPECT_EQ(perf::infer_system("geosciences cluster"), "");
   EXPECT_EQ(perf::infer_system("TPU v4"), "");
   const std::string header =
       "id,source,system,gpu,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,zero_stage,global_batch,"
