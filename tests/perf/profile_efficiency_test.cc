@@ -458,8 +458,16 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed", "BigScience 2022", "bf16"), "megatron-deepspeed-2022");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed", "BigScience 2022", "fp16"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (2021)", "", "bf16"), "megatron-deepspeed-2021");
+  // MT-NLG's paper (arXiv of January 2022) trained in bf16 before the optimizer came.
+  EXPECT_EQ(infer_profile("Megatron-DeepSpeed", "Smith et al. (arXiv 2201.11990)", "bf16"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("GPT-NeoX", "Black et al. 2022"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", ""), "deepspeed-zero3");
+  // An arXiv identifier dates its paper (YYMM): Narayanan et al.'s ZeRO-3
+  // comparison ran DeepSpeed's 2021 release.
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "Narayanan et al. SC21 (arXiv 2104.04473)"), "deepspeed-zero3-2021");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "arxiv.org/abs/2306.10209"), "deepspeed-zero3");
+  EXPECT_EQ(infer_profile("Megatron-LM", "arXiv:2205.05198"), "megatron-lm-2022");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "arXiv 2104"), "deepspeed-zero3");  // no identifier
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "llm-foundry-2023");
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", "", "bf16 (FSDP mixed_precision PURE)"),
             "llm-foundry-2023-pure");
@@ -468,11 +476,13 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("Megatron-LM", "Korthikanti et al. 2022, arXiv 2205.05198"), "megatron-lm-2022");
   EXPECT_EQ(infer_profile("Megatron-LM (2024 release)", "Narayanan et al. 2021"), "megatron-core-2024");
   // MegaScale's baseline: a Megatron-LM commit of January 2023 runs 2022's
-  // features; a year alone from 2023 on, or a later month, the 2024 ones.
+  // features, as does a bare 2023; the second half of 2023 and later, the
+  // 2024 ones.
   EXPECT_EQ(infer_profile("Megatron-LM (commit 285068c8, 2023-01)", "Jiang et al. 2024"), "megatron-lm-2022");
   EXPECT_EQ(infer_profile("Megatron-LM (2023-09)", ""), "megatron-core-2024");
-  EXPECT_EQ(infer_profile("Megatron-LM", "a 2023 report"), "megatron-core-2024");
-  EXPECT_EQ(infer_profile("Megatron-LM (2023-13)", ""), "megatron-core-2024");  // not a month
+  EXPECT_EQ(infer_profile("Megatron-LM", "a 2023 report"), "megatron-lm-2022");
+  EXPECT_EQ(infer_profile("Megatron-LM", "a 2024 report"), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("Megatron-LM (2023-13)", ""), "megatron-lm-2022");  // not a month: a bare 2023
   EXPECT_EQ(infer_profile("JAX / MaxText", "2024"), "");
   // In a CSV: the blank profile column is filled, and says so.
   std::string text = kHeader;

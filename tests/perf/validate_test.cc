@@ -289,7 +289,8 @@ TEST(Validate, EveryNamedProfileOfThePublicSetIsInferredFromItsText) {
     const std::string& given = t.field(r, "profile");
     if (given.empty()) continue;
     ++named;
-    EXPECT_EQ(perf::infer_profile(t.field(r, "framework"), t.field(r, "source"), t.field(r, "precision")), given)
+    const std::string source = t.field(r, "source") + " " + t.field(r, "source_key");  // as read_runs reads it
+    EXPECT_EQ(perf::infer_profile(t.field(r, "framework"), source, t.field(r, "precision")), given)
         << t.field(r, "id") << ": " << t.field(r, "framework");
   }
   EXPECT_GT(named, 150);

@@ -225,11 +225,31 @@ const FrameworkProfile& framework_profile(const std::string& name) {
 
 namespace {
 
+// The date of an arXiv identifier ("arXiv 2104.04473", "arxiv.org/abs/
+// 2104.04473": YYMM.NNNNN, the month the paper was first submitted) as
+// year * 100 + month, the latest in `text`; 0 for none.
+int arxiv_date(const std::string& text) {
+  const std::string t = ascii_lower(text);
+  auto digit = [&](size_t k) { return k < t.size() && std::isdigit(static_cast<unsigned char>(t[k])); };
+  int best = 0;
+  for (size_t at = t.find("arxiv"); at != std::string::npos; at = t.find("arxiv", at + 1)) {
+    size_t i = at + 5;
+    while (i < t.size() && i < at + 20 && !digit(i)) ++i;
+    size_t n = 0;
+    while (digit(i + n)) ++n;
+    if (n != 4 || i + 4 >= t.size() || t[i + 4] != '.' || !digit(i + 5) || !digit(i + 8)) continue;
+    const int yy = std::stoi(t.substr(i, 2)), mm = std::stoi(t.substr(i + 2, 2));
+    if (yy >= 7 && yy <= 29 && mm >= 1 && mm <= 12) best = std::max(best, (2000 + yy) * 100 + mm);
+  }
+  return best;
+}
+
 // The latest date written in `text` as year * 100 + month: a year 2015-2029 as
-// four digits of their own, with its month where written "YYYY-MM" (else 0); 0 for none.
+// four digits of their own, with its month where written "YYYY-MM" (else 0),
+// or an arXiv identifier's month; 0 for none.
 int latest_date(const std::string& text) {
   auto digit = [&](size_t k) { return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])); };
-  int best = 0;
+  int best = arxiv_date(text);
   for (size_t i = 0; i + 4 <= text.size(); ++i) {
     if (text.compare(i, 2, "20") != 0 || !digit(i + 2) || !digit(i + 3) || (i > 0 && digit(i - 1)) || digit(i + 4))
       continue;
@@ -260,7 +280,10 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
     if (year >= 2023 || fa2) return "megatron-deepspeed-2023";
     const std::string prec = ascii_lower(precision);
     const bool bf16 = prec.find("bf16") != std::string::npos && prec.find("fp16") == std::string::npos;
-    const bool bf16_optimizer = has("bf16_optimizer") || has("bf16 optimizer") || (bf16 && year >= 2022);
+    // DeepSpeed's BF16_Optimizer with pipeline parallelism: from March 2022
+    // (BigScience's fork); a bare 2022 counts as after it.
+    const bool after_march_2022 = year > 2022 || (year == 2022 && (month == 0 || month >= 3));
+    const bool bf16_optimizer = has("bf16_optimizer") || has("bf16 optimizer") || (bf16 && after_march_2022);
     return bf16_optimizer ? "megatron-deepspeed-2022" : "megatron-deepspeed-2021";
   }
   if (has("deepspeed")) return year != 0 && year <= 2021 ? "deepspeed-zero3-2021" : "deepspeed-zero3";
@@ -276,9 +299,10 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   if (has("megatron")) {
     // Megatron-LM of the first half of 2023 predates the overlapped gradient
     // reduction, parameter gather and TP communication the 2024 profile
-    // prices; a year alone counts from 2023 on as the later software.
-    const bool early_2023 = year == 2023 && month >= 1 && month <= 6;
-    if (year >= 2023 && !early_2023) return "megatron-core-2024";
+    // prices, which came in its second half; a bare 2023 is taken as the
+    // earlier software (most of that year's releases).
+    const bool late_2023 = year == 2023 && month >= 7;
+    if (year >= 2024 || late_2023) return "megatron-core-2024";
     return year >= 2022 ? "megatron-lm-2022" : "megatron-lm-2021";
   }
   return "";

@@ -64,17 +64,18 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 // rows that give no profile: torchtitan or FSDP2 -> torchtitan-2024;
 // Megatron-Core or NeMo -> megatron-core-2024; Megatron with DeepSpeed (and
 // GPT-NeoX) -> megatron-deepspeed-2021, -2022 where it names DeepSpeed's
-// BF16_Optimizer or the run is bf16 from 2022 (`precision` "bf16": the
-// optimizer DeepSpeed then takes), -2023 from 2023 or with
+// BF16_Optimizer or the run is bf16 from March 2022 or a bare 2022
+// (`precision` "bf16": the optimizer DeepSpeed then takes), -2023 from 2023 or with
 // FlashAttention-2; DeepSpeed alone -> deepspeed-zero3-2021 for 2021 or
 // earlier, else deepspeed-zero3; FSDP in a 4D or
 // pipelined stack -> megatron-core-2024; Composer / llm-foundry ->
 // llm-foundry-2023 (-pure where `precision` names FSDP's PURE mixed
 // precision); FSDP, FairScale, metaseq -> fsdp-2022; Megatron-LM -> by year
-// (2021 or earlier, 2022 and a date "2023-01" to "2023-06": megatron-lm-2022,
-// 2023 otherwise and later: megatron-core-2024). The year is the latest
+// (2021 or earlier; 2022, a bare 2023 and "2023-01" to "2023-06":
+// megatron-lm-2022; "2023-07" on and 2024 on: megatron-core-2024). The year is the latest
 // 2015-2029 written in `framework`, else in `source`, with its month where
-// written "YYYY-MM". Empty when nothing matches.
+// written "YYYY-MM", or the month of an arXiv identifier ("arXiv
+// 2104.04473": April 2021). Empty when nothing matches.
 std::string infer_profile(const std::string& framework, const std::string& source,
                           const std::string& precision = "");
 

@@ -241,8 +241,10 @@ void read_profile(const CsvTable& t, size_t r, RunRow& p) {
     return;
   }
   const std::string& precision = t.field(r, "precision");
-  if (!given.empty()) p.profile = perf::infer_profile(given, t.field(r, "source"), precision);
-  if (p.profile.empty()) p.profile = perf::infer_profile(t.field(r, "framework"), t.field(r, "source"), precision);
+  // The source's date, else its key's ("narayanan2021").
+  const std::string source = t.field(r, "source") + " " + t.field(r, "source_key");
+  if (!given.empty()) p.profile = perf::infer_profile(given, source, precision);
+  if (p.profile.empty()) p.profile = perf::infer_profile(t.field(r, "framework"), source, precision);
   p.profile_inferred = !p.profile.empty();
   if (!given.empty() && p.profile.empty()) (void)perf::framework_profile(given);  // throws, naming the known ones
 }
