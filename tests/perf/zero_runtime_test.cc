@@ -31,6 +31,11 @@ TEST(Collectives, RingLatencyGrowsWithTheGroupTreeDoesNot) {
   const double spread = collective_time(s, Collective::all_gather, tiny, 128, 8);
   EXPECT_GE(spread, 127 * s.network.latency_s);
   EXPECT_LT(spread, 1.01 * 127 * s.network.latency_s);
+  // Two ranks per node (stride 4): 7 hops between the 8 nodes, 8 inside them.
+  const double pairs = collective_time(s, Collective::all_gather, tiny, 16, 4);
+  const double pair_hops = 7 * s.network.latency_s + 8 * s.links[0].latency_s;
+  EXPECT_GE(pairs, pair_hops);
+  EXPECT_LT(pairs, 1.01 * pair_hops);
 }
 
 ModelConfig gpt(int layers, int hidden, int heads) {
