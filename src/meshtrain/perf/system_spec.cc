@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <type_traits>
 #include <filesystem>
 #include <fstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
