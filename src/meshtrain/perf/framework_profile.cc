@@ -225,12 +225,17 @@ const FrameworkProfile& framework_profile(const std::string& name) {
 
 namespace {
 
+// Whether text[k] is a decimal digit (false past the end).
+bool digit_at(const std::string& text, size_t k) {
+  return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]));
+}
+
 // The date of an arXiv identifier ("arXiv 2104.04473", "arxiv.org/abs/
 // 2104.04473": YYMM.NNNNN, the month the paper was first submitted) as
 // year * 100 + month, the latest in `text`; 0 for none.
 int arxiv_date(const std::string& text) {
   const std::string t = ascii_lower(text);
-  auto digit = [&](size_t k) { return k < t.size() && std::isdigit(static_cast<unsigned char>(t[k])); };
+  auto digit = [&](size_t k) { return digit_at(t, k); };
   int best = 0;
   for (size_t at = t.find("arxiv"); at != std::string::npos; at = t.find("arxiv", at + 1)) {
     size_t i = at + 5;
@@ -248,7 +253,7 @@ int arxiv_date(const std::string& text) {
 // four digits of their own, with its month where written "YYYY-MM" (else 0),
 // or an arXiv identifier's month; 0 for none.
 int latest_date(const std::string& text) {
-  auto digit = [&](size_t k) { return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])); };
+  auto digit = [&](size_t k) { return digit_at(text, k); };
   int best = arxiv_date(text);
   for (size_t i = 0; i + 4 <= text.size(); ++i) {
     if (text.compare(i, 2, "20") != 0 || !digit(i + 2) || !digit(i + 3) || (i > 0 && digit(i - 1)) || digit(i + 4))

@@ -157,7 +157,7 @@ class CommBufferWalk {
     const double shard = full / p_.shard_size();
     add(shard);
     pending_.push_back({full, shard});
-    while (pending_.size() > 2) {
+    while (pending_.size() > kReductionsInFlight) {
       const auto [done_full, done_shard] = pending_.front();
       pending_.erase(pending_.begin());
       sub(done_full);  // the reduce-scatter's input
@@ -166,7 +166,7 @@ class CommBufferWalk {
         continue;
       }
       replicating_.push_back(done_shard);
-      if (replicating_.size() > 2) {
+      if (replicating_.size() > kReductionsInFlight) {
         sub(replicating_.front());
         replicating_.erase(replicating_.begin());
       }
@@ -179,6 +179,9 @@ class CommBufferWalk {
   const double e_, g_, boundary_;
   const bool sharded_;  // ZeRO-2/3: gradients (and weights) held per unit
   std::vector<bool> gathered_, grad_;
+  // Reduce-scatters, and replica all-reduces, in flight at once: the engine's
+  // bound (ShardedState::kReductionsInFlight).
+  static constexpr size_t kReductionsInFlight = 2;
   std::vector<std::pair<double, double>> pending_;  // each reduce-scatter in flight: its input and output bytes
   std::vector<double> replicating_;                 // shard bytes of each all-reduce over the replicas in flight
   double now_ = 0, peak_ = 0;
