@@ -232,7 +232,7 @@ int run_tune_command(TuneFlags f) {
   }
   if (!f.emit.empty()) {
     check(r.best >= 0, "--emit: no trial ran ok, nothing to emit");
-    tune::LaunchSpec s{f.model, m, space.points[r.best].config, f.ranks, f.ranks, "meshtrain"};
+    tune::LaunchSpec s{f.model, m, space.points[r.best].config, f.ranks, f.ranks};
     std::cout << tune::emit(s, f.emit);
   }
   return r.best >= 0 ? 0 : 1;

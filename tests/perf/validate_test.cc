@@ -330,5 +330,29 @@ TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
   EXPECT_NE(v.skipped[0].find("column gpu ('TPU v4') names no device"), std::string::npos) << v.skipped[0];
 }
 
+// A blank recompute under a profile whose published runs all checkpoint
+// every block (Megatron-LM 2021, Megatron-DeepSpeed) is filled with that,
+// although a 1.3B model fits without it and runs faster so; a profile
+// without such a recipe still takes the fastest choice, and a published
+// "none" stays.
+TEST(Validate, BlankRecomputeTakesTheRecipeOfItsFramework) {
+  auto line = [](const std::string& id, const std::string& recompute, const std::string& profile) {
+    return id + ",s,dgx-a100-80gb,24,2048,16,8192,2048,50304,8,1,1,0,64,2," + recompute + ",no,no,3000,fp16," +
+           profile + "\n";
+  };
+  const Validation v = validate_runs(table_of(std::string(kProfileHeader) +
+                                              line("mds", "", "megatron-deepspeed-2021") +
+                                              line("lm", "", "megatron-lm-2021") + line("ds", "", "fsdp-2022") +
+                                              line("none", "none", "megatron-deepspeed-2021")));
+  ASSERT_EQ(v.rows.size(), 4u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[0].filled.at("recompute"), "full");
+  EXPECT_EQ(v.rows[1].filled.at("recompute"), "full");
+  EXPECT_EQ(v.rows[2].filled.at("recompute"), "none");
+  EXPECT_EQ(v.rows[3].config.recompute, Recompute::none);
+  EXPECT_TRUE(v.rows[3].prediction.fits);
+  EXPECT_GT(v.rows[3].prediction.tokens_per_s, 1.1 * v.rows[0].prediction.tokens_per_s);
+  EXPECT_EQ(perf::framework_profile("megatron-core-2024").recipe_recompute, std::nullopt);
+}
+
 }  // namespace
 }  // namespace meshtrain::tune

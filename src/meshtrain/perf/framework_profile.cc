@@ -188,6 +188,13 @@ std::vector<FrameworkProfile> build() {
     if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
       p.options.layer_pass_overhead_s = 2e-3;
     if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
+    // Megatron-LM before v3.0 and Megatron-DeepSpeed had only full
+    // activation checkpointing, and every run published with them that says
+    // checkpoints every block (Narayanan et al. 2021, whose eq. 3 counts the
+    // recomputed forward; MT-NLG; GPT-NeoX-20B; BLOOM and its prototypes;
+    // Dash et al. on Frontier): a run of theirs whose authors do not say is
+    // taken to have done the same, not to have dropped it where it fits.
+    if (p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed") p.recipe_recompute = Recompute::full;
     if (p.family == "megatron-deepspeed") {
       p.stage_partition = StagePartition::balanced;
       // Its ZeRO-2/3, DeepSpeed's own, only without pipeline parallelism.

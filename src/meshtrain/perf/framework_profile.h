@@ -18,6 +18,10 @@
 //                        replicated across the rest (HSDP)
 //   stage_partition      how its pipeline balances layers that do not
 //                        divide (parallel/stage_layers.h)
+//   recipe_recompute     the recompute every published recipe of it sets,
+//                        where they agree: what a published run of it did
+//                        when its authors do not say (validate fills a blank
+//                        with it; plan still searches every option)
 //   options              overlaps and the ZeRO runtime (perf_options.h)
 //   family               the code base the release belongs to: releases of
 //                        one family share their kernels and layer code, so
@@ -25,6 +29,7 @@
 //                        first fallback for another (validate_cv.h)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +54,7 @@ struct FrameworkProfile {
   bool hybrid_shard = false;             // PyTorch FSDP's HYBRID_SHARD (2.0 on), torchtitan's dp_replicate x dp_shard
   int max_zero_stage_with_pipeline = 3;  // DeepSpeed's pipeline engine: 1
   StagePartition stage_partition = StagePartition::even;
+  std::optional<Recompute> recipe_recompute;
   PerfOptions options;
   std::string basis;
 };

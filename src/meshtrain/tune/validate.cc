@@ -222,6 +222,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
 // sets its overlaps and ZeRO runtime; published knobs stay as published.
 void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   SearchSpace& s = p.space;
+  if (s.recompute.empty() && f.recipe_recompute) s.recompute = {*f.recipe_recompute};
   restrict_to_framework(f, s, p.model);  // a blank knob is an open list
   p.fallback.stage_partition = s.stage_partition;
   p.options = f.options;
