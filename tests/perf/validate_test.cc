@@ -354,5 +354,33 @@ TEST(Validate, BlankRecomputeTakesTheRecipeOfItsFramework) {
   EXPECT_EQ(perf::framework_profile("megatron-core-2024").recipe_recompute, std::nullopt);
 }
 
+// A published TFLOP/s without its kind is read as its profile publishes
+// them: hardware FLOPs (recompute counted) for Megatron-DeepSpeed, model
+// FLOPs for Megatron-Core; a kind that is neither is refused.
+TEST(Validate, BlankTflopsKindFollowsTheProfile) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,precision,profile\n";
+  auto line = [](const std::string& id, const std::string& kind, const std::string& profile) {
+    return id + ",s,dgx-a100-80gb,24,2048,16,2048,50304,8,1,1,0,64,2,full,no,no,150," + kind + ",fp16," + profile +
+           "\n";
+  };
+  const Validation v = validate_runs(table_of(header + line("mds", "", "megatron-deepspeed-2021") +
+                                              line("mds-model", "model", "megatron-deepspeed-2021") +
+                                              line("core", "", "megatron-core-2024") +
+                                              line("odd", "hfu", "megatron-deepspeed-2021")));
+  ASSERT_EQ(v.rows.size(), 3u);
+  EXPECT_EQ(v.rows[0].metric, "hardware_tflops_per_gpu");
+  EXPECT_TRUE(v.rows[0].tflops_kind_inferred);
+  EXPECT_EQ(v.rows[1].metric, "model_tflops_per_gpu");
+  EXPECT_FALSE(v.rows[1].tflops_kind_inferred);
+  EXPECT_EQ(v.rows[2].metric, "model_tflops_per_gpu");
+  EXPECT_FALSE(v.rows[2].tflops_kind_inferred);
+  // Full recompute: four passes a block counted against three.
+  EXPECT_GT(v.rows[0].predicted, 1.2 * v.rows[1].predicted);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("tflops_kind: 'hfu' is neither hardware nor model"), std::string::npos) << v.skipped[0];
+}
+
 }  // namespace
 }  // namespace meshtrain::tune

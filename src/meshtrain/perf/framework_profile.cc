@@ -195,6 +195,13 @@ std::vector<FrameworkProfile> build() {
     // Dash et al. on Frontier): a run of theirs whose authors do not say is
     // taken to have done the same, not to have dropped it where it fits.
     if (p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed") p.recipe_recompute = Recompute::full;
+    // Their published TFLOP/s count the recomputed forward: Narayanan et
+    // al.'s eq. 3 (four passes a block under recompute), Megatron-DeepSpeed's
+    // throughput_calculator (megatron/utils.py: checkpoint_activations_factor
+    // 4, else 3) and DeepSpeed's flops profiler, which counts what runs.
+    // Megatron-LM from 2022 logs model FLOPs (its num_floating_point_operations
+    // counts three passes), torchtitan and llm-foundry publish MFU.
+    p.hardware_tflops = p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed" || p.family == "deepspeed";
     if (p.family == "megatron-deepspeed") {
       p.stage_partition = StagePartition::balanced;
       // Its ZeRO-2/3, DeepSpeed's own, only without pipeline parallelism.

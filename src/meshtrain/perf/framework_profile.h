@@ -18,6 +18,9 @@
 //                        replicated across the rest (HSDP)
 //   stage_partition      how its pipeline balances layers that do not
 //                        divide (parallel/stage_layers.h)
+//   hardware_tflops      the TFLOP/s its runs publish count the recomputed
+//                        forward (hardware FLOPs): a published TFLOP/s
+//                        whose kind is not given is read so
 //   recipe_recompute     the recompute every published recipe of it sets,
 //                        where they agree: what a published run of it did
 //                        when its authors do not say (validate fills a blank
@@ -54,6 +57,7 @@ struct FrameworkProfile {
   bool hybrid_shard = false;             // PyTorch FSDP's HYBRID_SHARD (2.0 on), torchtitan's dp_replicate x dp_shard
   int max_zero_stage_with_pipeline = 3;  // DeepSpeed's pipeline engine: 1
   StagePartition stage_partition = StagePartition::even;
+  bool hardware_tflops = false;
   std::optional<Recompute> recipe_recompute;
   PerfOptions options;
   std::string basis;

@@ -263,11 +263,23 @@ void read_options(const CsvTable& t, size_t r, RunRow& p) {
   p.options.overlap_p2p_comm |= has("--overlap-p2p-comm") || has("PP overlap default");
 }
 
+// Whether a published TFLOP/s counts hardware FLOPs: column tflops_kind
+// ("hardware" or "model"), else what the row's profile publishes.
+bool hardware_tflops(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string kind = ascii_lower(trim(t.field(r, "tflops_kind")));
+  if (kind.empty()) {
+    p.tflops_kind_inferred = !p.profile.empty() && perf::framework_profile(p.profile).hardware_tflops;
+    return p.tflops_kind_inferred;
+  }
+  check(kind == "hardware" || kind == "model", "column tflops_kind: '{}' is neither hardware nor model", kind);
+  return kind == "hardware";
+}
+
 // The reported figure compared with the prediction, in order of preference.
 void read_metric(const CsvTable& t, size_t r, RunRow& p) {
-  const std::string kind = ascii_lower(trim(t.field(r, "tflops_kind")));
+  const bool hardware = number(t, r, "tflops_per_gpu") && hardware_tflops(t, r, p);
   const std::pair<const char*, std::string> metrics[] = {
-      {"tflops_per_gpu", kind == "hardware" ? "hardware_tflops_per_gpu" : "model_tflops_per_gpu"},
+      {"tflops_per_gpu", hardware ? "hardware_tflops_per_gpu" : "model_tflops_per_gpu"},
       {"tokens_per_s_per_gpu", "tokens_per_s_per_gpu"},
       {"mfu_pct", "mfu_pct"},
       {"hfu_pct", "hfu_pct"},
@@ -413,6 +425,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.profile = row.profile;
   res.profile_inferred = row.profile_inferred;
   res.system_inferred = row.system_inferred;
+  res.tflops_kind_inferred = row.tflops_kind_inferred;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -533,6 +546,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
                      {"system_inferred", r.system_inferred},
+                     {"tflops_kind_inferred", r.tflops_kind_inferred},
                      {"beyond_profile", r.beyond_profile},
                      {"filled", r.filled},
                      {"config", r.config},

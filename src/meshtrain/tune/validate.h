@@ -52,6 +52,7 @@ struct RunRow {
   std::string profile; // column profile (perf/framework_profile.h), else inferred; may be empty
   bool profile_inferred = false;  // from the framework column (perf::infer_profile)
   bool system_inferred = false;   // column system blank or unknown: from the gpu column (perf::infer_system)
+  bool tflops_kind_inferred = false;  // tflops_kind blank: hardware, as the profile publishes
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -84,6 +85,7 @@ struct RowResult {
   std::string profile;
   bool profile_inferred = false;
   bool system_inferred = false;
+  bool tflops_kind_inferred = false;
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
