@@ -382,5 +382,23 @@ TEST(Validate, BlankTflopsKindFollowsTheProfile) {
   EXPECT_NE(v.skipped[0].find("tflops_kind: 'hfu' is neither hardware nor model"), std::string::npos) << v.skipped[0];
 }
 
+// Tables print activation checkpointing as yes or no: full or none.
+TEST(Validate, RecomputeReadsYesAndNo) {
+  auto line = [](const std::string& id, const std::string& recompute) {
+    return id + ",s,dgx-a100-80gb,24,2048,16,8192,2048,50304,8,1,1,0,64,2," + recompute +
+           ",no,no,3000,bf16,megatron-core-2024\n";
+  };
+  const RunRows runs = read_runs(table_of(std::string(kProfileHeader) + line("yes", "Yes") + line("off", "off") +
+                                          line("sel", "selective") + line("odd", "sometimes")));
+  ASSERT_EQ(runs.rows.size(), 3u);
+  EXPECT_EQ(runs.rows[0].fallback.recompute, Recompute::full);
+  EXPECT_EQ(runs.rows[1].fallback.recompute, Recompute::none);
+  EXPECT_EQ(runs.rows[2].fallback.recompute, Recompute::selective);
+  ASSERT_EQ(runs.skipped.size(), 1u);
+  EXPECT_NE(runs.skipped[0].find("column recompute: 'sometimes' is not none, selective, full, yes or no"),
+            std::string::npos)
+      << runs.skipped[0];
+}
+
 }  // namespace
 }  // namespace meshtrain::tune

@@ -180,7 +180,9 @@ void read_micro_batch(const CsvTable& t, size_t r, RunRow& p) {
   }
 }
 
-// Columns recompute and recompute_num_layers.
+// Columns recompute and recompute_num_layers. Recompute is none, selective
+// or full; a yes or no (activation checkpointing on or off, as tables print
+// it) is full or none.
 void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -190,7 +192,13 @@ void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
     f.recompute = Recompute::full;
     return;
   }
-  f.recompute = parse_recompute(rc);
+  static const std::pair<const char*, Recompute> names[] = {
+      {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full},
+      {"yes", Recompute::full},  {"true", Recompute::full},           {"on", Recompute::full},
+      {"no", Recompute::none},   {"false", Recompute::none},          {"off", Recompute::none}};
+  const auto* hit = std::find_if(std::begin(names), std::end(names), [&](const auto& n) { return rc == n.first; });
+  check(hit != std::end(names), "column recompute: '{}' is not none, selective, full, yes or no", rc);
+  f.recompute = hit->second;
   s.recompute = {f.recompute};
   s.partial_recompute = false;
   if (auto k = count(t, r, "recompute_num_layers")) {
