@@ -400,5 +400,27 @@ TEST(Validate, RecomputeReadsYesAndNo) {
       << runs.skipped[0];
 }
 
+// Published figures as tables print them: thousands separators, and a
+// percentage column with its sign; a decimal comma is no number.
+TEST(Validate, FiguresReadThousandsSeparatorsAndPercentSigns) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,precision,profile,tokens_per_s_per_gpu,mfu_pct\n";
+  auto line = [](const std::string& id, const std::string& tokens, const std::string& mfu) {
+    return id + ",s,dgx-a100-80gb,24,2048,16,2048,50304,8,1,1,0,\"1,024\",2,full,no,no,bf16,megatron-core-2024," +
+           tokens + "," + mfu + "\n";
+  };
+  const RunRows runs = read_runs(table_of(header + line("sep", "\"12,345.5\"", "") + line("pct", "", "47.8%") +
+                                          line("comma", "\"1,5\"", "") + line("odd", "\"12,34\"", "")));
+  ASSERT_EQ(runs.rows.size(), 2u);
+  EXPECT_EQ(runs.rows[0].global_batch, 1024);
+  EXPECT_DOUBLE_EQ(runs.rows[0].reported, 12345.5);
+  EXPECT_EQ(runs.rows[1].metric, "mfu_pct");
+  EXPECT_DOUBLE_EQ(runs.rows[1].reported, 47.8);
+  ASSERT_EQ(runs.skipped.size(), 2u);
+  EXPECT_NE(runs.skipped[0].find("'1,5' is not a number"), std::string::npos) << runs.skipped[0];
+  EXPECT_NE(runs.skipped[1].find("'12,34' is not a number"), std::string::npos) << runs.skipped[1];
+}
+
 }  // namespace
 }  // namespace meshtrain::tune

@@ -1,6 +1,7 @@
 #include "meshtrain/tune/validate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -23,9 +24,35 @@ std::string trim(const std::string& s) {
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
+// `v` without thousands separators where it groups digits by three before
+// any decimal point ("851,600" or "1,536.5"); as given otherwise ("1,5"
+// stays, and is no number).
+std::string without_thousands(const std::string& v) {
+  const size_t end = std::min(v.find('.'), v.size());
+  std::string digits;
+  size_t run = 0;
+  bool grouped = false;
+  for (size_t i = 0; i < end; ++i) {
+    if (v[i] == ',') {
+      if (run == 0 || (grouped && run != 3) || run > 3) return v;
+      grouped = true;
+      run = 0;
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(v[i]))) return v;
+    digits += v[i];
+    ++run;
+  }
+  if (!grouped || run != 3) return v;
+  return digits + v.substr(end);
+}
+
 // A numeric field: nullopt when blank; throws Error when not a number.
+// Thousands separators are read ("851,600"), and a percentage column may
+// carry its sign ("47.8%").
 std::optional<double> number(const CsvTable& t, size_t r, const std::string& col) {
-  const std::string v = trim(t.field(r, col));
+  std::string v = without_thousands(trim(t.field(r, col)));
+  if (v.size() > 1 && v.back() == '%' && col.size() > 4 && col.compare(col.size() - 4, 4, "_pct") == 0) v.pop_back();
   if (v.empty()) return std::nullopt;
   try {
     size_t used = 0;
