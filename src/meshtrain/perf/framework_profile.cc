@@ -43,29 +43,116 @@ PerfOptions overlapping(bool grad, bool param, bool tp, bool p2p, ZeroRuntime z 
   return o;
 }
 
+// DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
+// stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
+// reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
+// Under activation checkpointing a sub-module's parameters stay gathered
+// from its recompute to its backward when reused within
+// stage3_max_reuse_distance (1e9) elements.
+ZeroRuntime deepspeed_zero3() {
+  ZeroRuntime z{1e9, 5e8, true, 0, 6, false, false, true};
+  z.reuse_elements = 1e9;
+  return z;
+}
+
+// DeepSpeed ZeRO-3 as first released (v0.3.13, March 2021, to the
+// coalesced gathers and reduce-scatters of late 2021): stage3.py's
+// PartitionedParameterCoordinator and partition_parameters.py. Each
+// parameter tensor of 1e5 elements or more (persistence_threshold, fixed)
+// is gathered by its own torch.distributed.all_gather into world_size
+// views and its gradient reduce-scattered by its own reduce_scatter from
+// world_size views; fetch_sub_module waits for the gathers and calls
+// torch.cuda.synchronize(), and _allgather_param synchronizes before each
+// prefetched gather, so nothing runs beside compute.
+ZeroRuntime deepspeed_zero3_2021() {
+  ZeroRuntime z = deepspeed_zero3();
+  z.persistence_elements = 1e5;
+  z.per_tensor_calls = true;
+  z.serialized = true;
+  z.list_collectives = true;
+  return z;
+}
+
+// What a family could do beyond its release's Features.
+void add_capabilities(FrameworkProfile& p) {
+  // No pipeline parallelism: DeepSpeed runs ZeRO-2/3 only without its
+  // PipelineEngine (its pipeline documentation: ZeRO-2 and ZeRO-3 are not
+  // supported with pipeline parallelism; Megatron-DeepSpeed likewise takes
+  // ZeRO-2/3 only at PP 1, see unsupported_by), and FairScale/PyTorch FSDP of
+  // 2022 had no pipeline schedule (OPT-175B: FSDP with Megatron TP only).
+  // DeepSpeed ZeRO-3 alone wraps a user's PyTorch model, which has no
+  // tensor-parallel layers (Megatron's come with Megatron-DeepSpeed).
+  if (p.family == "deepspeed" || p.name == "fsdp-2022" || p.family == "llm-foundry") p.pipeline = false;
+  if (p.family == "deepspeed" || p.family == "llm-foundry") p.tensor_parallel = false;
+  // torchtitan's tensor-parallel plan (apply_tp in parallelize_llama.py,
+  // 2024) places SequenceParallel() on attention_norm, ffn_norm and the final
+  // norm, the embedding's output sharded on the sequence dimension: Megatron
+  // sequence parallelism whenever TP > 1.
+  if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
+  // Context parallelism: Megatron-Core's --context-parallel-size (ring
+  // attention through TransformerEngine, 2024) and torchtitan's
+  // experimental context_parallel (ring attention over DTensor, Liang et
+  // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
+  p.context_parallel = p.name == "megatron-core-2024" || p.name == "torchtitan-2024";
+  // Hybrid sharding: PyTorch FSDP's ShardingStrategy.HYBRID_SHARD (PyTorch
+  // 2.0, 2023: sharded inside a group, replicated across groups), which
+  // Composer passes through and torchtitan runs as dp_replicate x dp_shard
+  // (FSDP2 over a 2D device mesh). FairScale's 2022 FSDP had none, so a
+  // fsdp-2022 row only states it for the runtime's later releases (IBM's
+  // fms-fsdp, 2024). DeepSpeed's MiCS and ZeRO++ hpZ (2023) postdate the
+  // deepspeed-zero3 profiles; Megatron's partial distributed optimizer,
+  // Megatron-Core 2024's.
+  p.hybrid_shard = p.family == "pytorch-fsdp" || p.family == "llm-foundry";
+}
+
+// How a family runs a step. DeepSpeed's engine (Megatron-DeepSpeed's too)
+// keeps 16-bit gradients. The 2021-22 Megatron-DeepSpeed stack spends about
+// 2 ms per layer pass that the GPU work does not hide
+// (PerfOptions::layer_pass_overhead_s). Megatron-DeepSpeed builds a
+// DeepSpeed PipelineModule with partition_method 'type:transformer' (or
+// '|embedding'): layers that do not divide are balanced with
+// partition_balanced, not refused.
+void add_runtime(FrameworkProfile& p) {
+  if (p.family == "megatron-deepspeed" || p.family == "deepspeed") p.options.model_dtype_gradients = true;
+  // Megatron-LM's asynchronous column-parallel backward, default since v3.0
+  // (2022; the SC21 runs predate it).
+  if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;
+  if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
+    p.options.layer_pass_overhead_s = 2e-3;
+  if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
+  if (p.family == "megatron-deepspeed") {
+    p.stage_partition = StagePartition::balanced;
+    // Its ZeRO-2/3, DeepSpeed's own, only without pipeline parallelism.
+    p.max_zero_stage_with_pipeline = 1;
+    p.options.zero = p.name == "megatron-deepspeed-2021" ? deepspeed_zero3_2021() : deepspeed_zero3();
+  }
+  p.options.whole_logits = true;
+  p.options.allocator_retries = true;  // every profile runs on PyTorch
+  p.options.loss_bytes_per_logit = p.family == "megatron" || p.family == "megatron-deepspeed" ? 4
+                                   : p.family == "llm-foundry"                                ? 2
+                                                                                              : 8;
+}
+
+// What the runs published with a family show where a row does not say.
+void add_published_practice(FrameworkProfile& p) {
+  // Megatron-LM before v3.0 and Megatron-DeepSpeed had only full
+  // activation checkpointing, and every run published with them that says
+  // checkpoints every block (Narayanan et al. 2021, whose eq. 3 counts the
+  // recomputed forward; MT-NLG; GPT-NeoX-20B; BLOOM and its prototypes;
+  // Dash et al. on Frontier): a run of theirs whose authors do not say is
+  // taken to have done the same, not to have dropped it where it fits.
+  if (p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed") p.recipe_recompute = Recompute::full;
+  // Their published TFLOP/s count the recomputed forward: Narayanan et
+  // al.'s eq. 3 (four passes a block under recompute), Megatron-DeepSpeed's
+  // throughput_calculator (megatron/utils.py: checkpoint_activations_factor
+  // 4, else 3) and DeepSpeed's flops profiler, which counts what runs.
+  // Megatron-LM from 2022 logs model FLOPs (its num_floating_point_operations
+  // counts three passes), torchtitan and llm-foundry publish MFU.
+  p.hardware_tflops = p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed" || p.family == "deepspeed";
+}
+
 std::vector<FrameworkProfile> build() {
-  // DeepSpeed ZeRO-3 defaults (DeepSpeed configuration JSON documentation):
-  // stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, gradients
-  // reduced in the fp16/bf16 model dtype; a block gathered per sub-module.
-  // Under activation checkpointing a sub-module's parameters stay gathered
-  // from its recompute to its backward when reused within
-  // stage3_max_reuse_distance (1e9) elements.
-  ZeroRuntime deepspeed{1e9, 5e8, true, 0, 6, false, false, true};
-  deepspeed.reuse_elements = 1e9;
-  // DeepSpeed ZeRO-3 as first released (v0.3.13, March 2021, to the
-  // coalesced gathers and reduce-scatters of late 2021): stage3.py's
-  // PartitionedParameterCoordinator and partition_parameters.py. Each
-  // parameter tensor of 1e5 elements or more (persistence_threshold, fixed)
-  // is gathered by its own torch.distributed.all_gather into world_size
-  // views and its gradient reduce-scattered by its own reduce_scatter from
-  // world_size views; fetch_sub_module waits for the gathers and calls
-  // torch.cuda.synchronize(), and _allgather_param synchronizes before each
-  // prefetched gather, so nothing runs beside compute.
-  ZeroRuntime deepspeed_2021 = deepspeed;
-  deepspeed_2021.persistence_elements = 1e5;
-  deepspeed_2021.per_tensor_calls = true;
-  deepspeed_2021.serialized = true;
-  deepspeed_2021.list_collectives = true;
+  const ZeroRuntime deepspeed = deepspeed_zero3(), deepspeed_2021 = deepspeed_zero3_2021();
   // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs);
   // FSDP2 copies gathered units out of the all-gather buffer.
   const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp1_fp32{0, 0, false, 1, 1, true, false, true},
@@ -146,73 +233,10 @@ std::vector<FrameworkProfile> build() {
   pure.options.zero = fsdp_fp16;
   pure.basis = "llm-foundry-2023 with FSDP mixed_precision PURE: bf16 gradient reduction (and bf16 buffers)";
   v.insert(foundry + 1, pure);
-  // torchtitan's tensor-parallel plan (apply_tp in parallelize_llama.py,
-  // 2024) places SequenceParallel() on attention_norm, ffn_norm and the final
-  // norm, the embedding's output sharded on the sequence dimension: Megatron
-  // sequence parallelism whenever TP > 1.
-  // DeepSpeed's engine (Megatron-DeepSpeed's too) keeps 16-bit gradients.
-  // The 2021-22 Megatron-DeepSpeed stack spends about 2 ms per layer pass
-  // that the GPU work does not hide (PerfOptions::layer_pass_overhead_s).
-  // Megatron-DeepSpeed builds a DeepSpeed PipelineModule with
-  // partition_method 'type:transformer' (or '|embedding'): layers that do
-  // not divide are balanced with partition_balanced, not refused.
-  // No pipeline parallelism: DeepSpeed runs ZeRO-2/3 only without its
-  // PipelineEngine (its pipeline documentation: ZeRO-2 and ZeRO-3 are not
-  // supported with pipeline parallelism; Megatron-DeepSpeed likewise takes
-  // ZeRO-2/3 only at PP 1, see unsupported_by), and FairScale/PyTorch FSDP of
-  // 2022 had no pipeline schedule (OPT-175B: FSDP with Megatron TP only).
-  // DeepSpeed ZeRO-3 alone wraps a user's PyTorch model, which has no
-  // tensor-parallel layers (Megatron's come with Megatron-DeepSpeed).
   for (FrameworkProfile& p : v) {
-    if (p.family == "deepspeed" || p.name == "fsdp-2022" || p.family == "llm-foundry") p.pipeline = false;
-    if (p.family == "deepspeed" || p.family == "llm-foundry") p.tensor_parallel = false;
-    if (p.name == "torchtitan-2024") p.sequence_parallel_always = true;
-    // Context parallelism: Megatron-Core's --context-parallel-size (ring
-    // attention through TransformerEngine, 2024) and torchtitan's
-    // experimental context_parallel (ring attention over DTensor, Liang et
-    // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
-    p.context_parallel = p.name == "megatron-core-2024" || p.name == "torchtitan-2024";
-    // Hybrid sharding: PyTorch FSDP's ShardingStrategy.HYBRID_SHARD (PyTorch
-    // 2.0, 2023: sharded inside a group, replicated across groups), which
-    // Composer passes through and torchtitan runs as dp_replicate x dp_shard
-    // (FSDP2 over a 2D device mesh). FairScale's 2022 FSDP had none, so a
-    // fsdp-2022 row only states it for the runtime's later releases (IBM's
-    // fms-fsdp, 2024). DeepSpeed's MiCS and ZeRO++ hpZ (2023) postdate the
-    // deepspeed-zero3 profiles; Megatron's partial distributed optimizer,
-    // Megatron-Core 2024's.
-    p.hybrid_shard = p.family == "pytorch-fsdp" || p.family == "llm-foundry";
-    if (p.family == "megatron-deepspeed" || p.family == "deepspeed") p.options.model_dtype_gradients = true;
-    // Megatron-LM's asynchronous column-parallel backward, default since v3.0
-    // (2022; the SC21 runs predate it).
-    if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;
-    if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
-      p.options.layer_pass_overhead_s = 2e-3;
-    if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
-    // Megatron-LM before v3.0 and Megatron-DeepSpeed had only full
-    // activation checkpointing, and every run published with them that says
-    // checkpoints every block (Narayanan et al. 2021, whose eq. 3 counts the
-    // recomputed forward; MT-NLG; GPT-NeoX-20B; BLOOM and its prototypes;
-    // Dash et al. on Frontier): a run of theirs whose authors do not say is
-    // taken to have done the same, not to have dropped it where it fits.
-    if (p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed") p.recipe_recompute = Recompute::full;
-    // Their published TFLOP/s count the recomputed forward: Narayanan et
-    // al.'s eq. 3 (four passes a block under recompute), Megatron-DeepSpeed's
-    // throughput_calculator (megatron/utils.py: checkpoint_activations_factor
-    // 4, else 3) and DeepSpeed's flops profiler, which counts what runs.
-    // Megatron-LM from 2022 logs model FLOPs (its num_floating_point_operations
-    // counts three passes), torchtitan and llm-foundry publish MFU.
-    p.hardware_tflops = p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed" || p.family == "deepspeed";
-    if (p.family == "megatron-deepspeed") {
-      p.stage_partition = StagePartition::balanced;
-      // Its ZeRO-2/3, DeepSpeed's own, only without pipeline parallelism.
-      p.max_zero_stage_with_pipeline = 1;
-      p.options.zero = p.name == "megatron-deepspeed-2021" ? deepspeed_2021 : deepspeed;
-    }
-    p.options.whole_logits = true;
-    p.options.allocator_retries = true;  // every profile runs on PyTorch
-    p.options.loss_bytes_per_logit = p.family == "megatron" || p.family == "megatron-deepspeed" ? 4
-                                     : p.family == "llm-foundry"                                ? 2
-                                                                                                : 8;
+    add_capabilities(p);
+    add_runtime(p);
+    add_published_practice(p);
   }
   return v;
 }
