@@ -13,9 +13,9 @@ FUZZ_KINDS := token_file model_json system_json csv public_runs checkpoint_metad
 deps:
 	@scripts/install-deps
 
-# Developer builds are for this machine: -march=native.
+# Developer builds are for this machine: -march=native, warnings as errors.
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_NATIVE=ON >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_NATIVE=ON -DMESHTRAIN_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # Every Debian package the build uses must be one scripts/install-deps installs.
