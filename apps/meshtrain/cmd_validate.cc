@@ -33,11 +33,12 @@ void print_rows(const tune::Validation& v) {
              "error", "fits", "planned (blank knobs)");
   for (const auto& r : v.rows) {
     std::string filled;
-    for (const auto& [k, x] : r.filled) filled += (filled.empty() ? "" : " ") + k + "=" + x;
-    if (r.system_inferred) filled += (filled.empty() ? "" : " ") + ("system=" + r.system + " (from gpu)");
-    if (r.profile_inferred) filled += (filled.empty() ? "" : " ") + ("profile=" + r.profile + " (from framework)");
-    if (r.tflops_kind_inferred) filled += (filled.empty() ? "" : " ") + std::string("tflops_kind=hardware (from profile)");
-    if (r.beyond_profile) filled += (filled.empty() ? "" : " ") + ("(beyond " + r.profile + ")");
+    auto add = [&](const std::string& item) { filled += (filled.empty() ? "" : " ") + item; };
+    for (const auto& [k, x] : r.filled) add(k + "=" + x);
+    if (r.system_inferred) add("system=" + r.system + " (from gpu)");
+    if (r.profile_inferred) add("profile=" + r.profile + " (from framework)");
+    if (r.tflops_kind_inferred) add("tflops_kind=hardware (from profile)");
+    if (r.beyond_profile) add("(beyond " + r.profile + ")");
     const std::string err = r.compared ? fmt::format("{:+.1f}%", 100 * r.error) : "-";
     fmt::print("{:<20} {:<14} {:<24} {:>9.4g} {:>9.4g} {:>8}  {:<4} {}\n", r.id, r.system,
                r.expected_oom ? "fits (expect no)" : r.metric, r.reported, r.predicted, err,

@@ -340,8 +340,7 @@ TEST(Validate, BlankRecomputeTakesTheRecipeOfItsFramework) {
     return id + ",s,dgx-a100-80gb,24,2048,16,8192,2048,50304,8,1,1,0,64,2," + recompute + ",no,no,3000,fp16," +
            profile + "\n";
   };
-  const Validation v = validate_runs(table_of(std::string(kProfileHeader) +
-                                              line("mds", "", "megatron-deepspeed-2021") +
+  const Validation v = validate_runs(table_of(std::string(kProfileHeader) + line("mds", "", "megatron-deepspeed-2021") +
                                               line("lm", "", "megatron-lm-2021") + line("ds", "", "fsdp-2022") +
                                               line("none", "none", "megatron-deepspeed-2021")));
   ASSERT_EQ(v.rows.size(), 4u) << (v.skipped.empty() ? "" : v.skipped[0]);
@@ -365,10 +364,9 @@ TEST(Validate, BlankTflopsKindFollowsTheProfile) {
     return id + ",s,dgx-a100-80gb,24,2048,16,2048,50304,8,1,1,0,64,2,full,no,no,150," + kind + ",fp16," + profile +
            "\n";
   };
-  const Validation v = validate_runs(table_of(header + line("mds", "", "megatron-deepspeed-2021") +
-                                              line("mds-model", "model", "megatron-deepspeed-2021") +
-                                              line("core", "", "megatron-core-2024") +
-                                              line("odd", "hfu", "megatron-deepspeed-2021")));
+  const Validation v = validate_runs(table_of(
+      header + line("mds", "", "megatron-deepspeed-2021") + line("mds-model", "model", "megatron-deepspeed-2021") +
+      line("core", "", "megatron-core-2024") + line("odd", "hfu", "megatron-deepspeed-2021")));
   ASSERT_EQ(v.rows.size(), 3u);
   EXPECT_EQ(v.rows[0].metric, "hardware_tflops_per_gpu");
   EXPECT_TRUE(v.rows[0].tflops_kind_inferred);
