@@ -2,6 +2,7 @@
 // crashing or silently dropped, repeated runs are predicted once, and the
 // leave-one-source-out refit predicts each source only with data fitted on
 // the others.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -260,6 +261,44 @@ TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   EXPECT_TRUE(runs.rows[0].model.gated_mlp);
   EXPECT_FALSE(runs.rows[1].model.gated_mlp);
   EXPECT_FALSE(runs.rows[2].model.gated_mlp);
+}
+
+// kv_heads blank: 8 for the families whose released models all use
+// grouped-query attention with 8 (Llama 3, Llama 2 34B and 70B, Mistral,
+// Mixtral), as many as the heads otherwise; a published count stays.
+TEST(Validate, KvHeadsFollowTheModelFamilyWhereBlank) {
+  std::string csv =
+      "id,source,system,model_name,layers,hidden,heads,kv_heads,ffn,seq_len,vocab,num_gpus,tp,pp,zero_stage,"
+      "global_batch,micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind\n";
+  const std::pair<const char*, const char*> rows[] = {{"Llama 3.1 8B", ""},   {"L3-70B", ""},     {"llama3-405b", ""},
+                                                      {"Llama-2-70b-hf", ""}, {"Llama 2 7B", ""}, {"Mistral 7B", ""},
+                                                      {"GPT-3 175B", ""},     {"Llama 3 8B", "4"}};
+  int i = 0;
+  for (const auto& [name, kv] : rows)
+    csv += fmt::format("r{},s,dgx-h100,{},32,4096,32,{},11008,4096,32000,8,1,1,3,8,1,full,no,yes,300,model\n", i++,
+                       name, kv);
+  const RunRows runs = read_runs(table_of(csv));
+  ASSERT_EQ(runs.rows.size(), 8u) << (runs.skipped.empty() ? "" : runs.skipped[0]);
+  const int expected[] = {8, 8, 8, 8, 32, 8, 32, 4};
+  for (size_t r = 0; r < 8; ++r) EXPECT_EQ(runs.rows[r].model.kv_heads(), expected[r]) << runs.rows[r].model.name;
+}
+
+// Every row of the public set that publishes kv_heads gets the same count
+// from its model name alone, so a set without the column prices it alike.
+TEST(Validate, EveryPublishedKvHeadsOfThePublicSetFollowsFromTheName) {
+  const CsvTable t = read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv");
+  const RunRows given = read_runs(t);
+  int gqa = 0;
+  for (const RunRow& r : given.rows) gqa += r.model.kv_heads() < r.model.num_attention_heads;
+  EXPECT_GT(gqa, 15);
+  const int kv = t.column("kv_heads");
+  ASSERT_GE(kv, 0);
+  CsvTable without = t;
+  for (auto& row : without.rows) row[size_t(kv)] = "";
+  const RunRows inferred = read_runs(without);
+  ASSERT_EQ(inferred.rows.size(), given.rows.size());
+  for (size_t r = 0; r < given.rows.size(); ++r)
+    EXPECT_EQ(inferred.rows[r].model.kv_heads(), given.rows[r].model.kv_heads()) << given.rows[r].id;
 }
 
 // recompute_num_layers published: full recompute of that many blocks of

@@ -101,9 +101,39 @@ constexpr const char* kKeyColumns[] = {"system",     "layers",      "hidden",   
 // that leaves gated_mlp blank.
 bool gated_family(const std::string& model_name) {
   const std::string n = ascii_lower(model_name);
+  if (n.rfind("l2-", 0) == 0 || n.rfind("l3-", 0) == 0) return true;  // torchtitan's "L3-8B"
   for (const char* family : {"llama", "mistral", "mixtral", "qwen", "gemma", "deepseek", "baichuan", "internlm"})
     if (n.find(family) != std::string::npos) return true;
   return false;
+}
+
+// The Llama generation a lower-case model name names ("llama 3.1 8b",
+// "llama-2-70b", "llama3", torchtitan's "l3-8b"); 0 for none.
+int llama_generation(const std::string& n) {
+  if (n.size() > 3 && n[0] == 'l' && (n[1] == '2' || n[1] == '3') && n[2] == '-') return n[1] - '0';
+  for (size_t at = n.find("llama"); at != std::string::npos; at = n.find("llama", at + 1)) {
+    size_t i = at + 5;
+    if (i < n.size() && (n[i] == ' ' || n[i] == '-' || n[i] == '_')) ++i;
+    if (i < n.size() && (n[i] == '2' || n[i] == '3') &&
+        (i + 1 == n.size() || !std::isdigit(static_cast<unsigned char>(n[i + 1]))))
+      return n[i] - '0';
+  }
+  return 0;
+}
+
+// Key-value heads where a row leaves kv_heads blank: 8 for the families
+// whose released models all use grouped-query attention with 8 (their
+// config.json num_key_value_heads): every Llama 3 size (Llama Team 2024,
+// Table 3), Llama 2 at 34B and 70B (Touvron et al. 2023, Table 1: GQA for
+// those two), Mistral 7B and Mixtral; otherwise as many as the attention
+// heads (0).
+int family_kv_heads(const std::string& model_name, int heads) {
+  const std::string n = ascii_lower(model_name);
+  const int llama = llama_generation(n);
+  const bool gqa = llama == 3 ||
+                   (llama == 2 && (n.find("70b") != std::string::npos || n.find("34b") != std::string::npos)) ||
+                   n.find("mistral") != std::string::npos || n.find("mixtral") != std::string::npos;
+  return gqa && heads > 8 && heads % 8 == 0 ? 8 : 0;
 }
 
 void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
@@ -111,7 +141,10 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   m.num_layers = required_count(t, r, "layers");
   m.hidden_size = required_count(t, r, "hidden");
   m.num_attention_heads = required_count(t, r, "heads");
-  if (auto kv = count(t, r, "kv_heads")) m.num_kv_heads = *kv;
+  if (auto kv = count(t, r, "kv_heads"))
+    m.num_kv_heads = *kv;
+  else
+    m.num_kv_heads = family_kv_heads(m.name, m.num_attention_heads);
   if (auto f = count(t, r, "ffn")) m.ffn_hidden_size = *f;
   if (auto g = yes_no(t, r, "gated_mlp"))
     m.gated_mlp = *g;
