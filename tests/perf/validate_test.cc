@@ -249,6 +249,33 @@ TEST(Validate, HybridShardRowsArePricedWithTheirGroup) {
   EXPECT_NE(v.skipped[0].find("not divisible by the data-parallel shard size 6"), std::string::npos) << v.skipped[0];
 }
 
+// A table without a dp_shard column that names hybrid sharding in its
+// framework or notes is sharded within one node (8 GPUs over TP 2: 4 DP
+// ranks); a published dp_shard wins, and a group of one node is the whole DP
+// group (nothing to infer).
+TEST(Validate, HybridShardingNamedInTheTextShardsWithinANode) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,dp_shard,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,profile,framework,notes\n";
+  auto line = [](const std::string& id, const std::string& gpus, const std::string& shard, const std::string& framework,
+                 const std::string& notes) {
+    return id + ",s,ibm-a100-80gb-400g,32,4096,32,4096,32000," + gpus + ",2,1,3," + shard +
+           ",256,2,none,no,yes,3000,bf16,megatron-core-2024," + framework + "," + notes + "\n";
+  };
+  const Validation v = validate_runs(table_of(
+      header + line("notes", "128", "", "PyTorch FSDP", "HSDP: sharded inside each node") +
+      line("framework", "128", "", "FSDP HYBRID_SHARD", "") + line("given", "128", "2", "FSDP", "hybrid shard") +
+      line("plain", "128", "", "FSDP", "full shard") + line("one-node", "8", "", "FSDP", "HSDP")));
+  ASSERT_EQ(v.rows.size(), 5u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[0].config.zero_shard, 4);
+  EXPECT_EQ(v.rows[0].hybrid_shard_inferred, 4);
+  EXPECT_EQ(v.rows[1].config.zero_shard, 4);
+  EXPECT_EQ(v.rows[2].config.zero_shard, 2);
+  EXPECT_EQ(v.rows[2].hybrid_shard_inferred, 0);
+  EXPECT_EQ(v.rows[3].config.zero_shard, 0);
+  EXPECT_EQ(v.rows[4].config.zero_shard, 0);
+  EXPECT_EQ(v.rows[4].hybrid_shard_inferred, 0);
+}
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   const RunRows runs = read_runs(table_of(

@@ -197,6 +197,25 @@ void read_knob(std::optional<T> x, const char* col, std::vector<T>& dst, T& fb, 
   }
 }
 
+// Whether the framework or notes column names hybrid sharding (PyTorch
+// FSDP's HYBRID_SHARD or _HYBRID_SHARD_ZERO2, "HSDP"), which shards inside a
+// node and replicates across nodes: for a row without a dp_shard figure, the
+// DP ranks of one node of the row's system (devices per node over TP x CP);
+// 0 (the whole DP group) where none is named.
+int read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string text = ascii_lower(t.field(r, "framework") + " " + t.field(r, "notes"));
+  bool named = text.find("hsdp") != std::string::npos;
+  for (const char* form : {"hybrid_shard", "hybrid shard", "hybrid-shard", "hybrid sharding"})
+    named = named || text.find(form) != std::string::npos;
+  if (!named) return 0;
+  const ParallelConfig& f = p.fallback;
+  const int node = perf::load_system_spec(p.system).devices_per_node;
+  const int ranks = f.tp * f.cp;
+  if (node % ranks != 0 || node / ranks < 2 || f.dp % (node / ranks) != 0 || node / ranks == f.dp) return 0;
+  p.hybrid_shard_inferred = node / ranks;
+  return p.hybrid_shard_inferred;
+}
+
 // Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
 void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
@@ -218,9 +237,11 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
   // A blank dp_shard is ZeRO state sharded over the whole DP group (FSDP's
-  // FULL_SHARD); a smaller one is hybrid sharding, which tables that use it
-  // state (validate() refuses one that does not divide DP).
-  const int shard = count(t, r, "dp_shard").value_or(0);
+  // FULL_SHARD), unless the row names hybrid sharding (read_hybrid_shard); a
+  // smaller one is hybrid sharding (validate() refuses one that does not
+  // divide DP).
+  const std::optional<int> given = count(t, r, "dp_shard");
+  const int shard = given ? *given : read_hybrid_shard(t, r, p);
   s.zero_shard = {shard};
   f.zero_shard = shard;
 }
@@ -425,8 +446,8 @@ RunRow read_row(const CsvTable& t, size_t r) {
   for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
   p.key += p.profile + '\x1f' + p.system;  // inferred where the columns are blank
   const perf::PerfOptions& o = p.options;
-  p.key += fmt::format("{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
-                       int(o.overlap_p2p_comm));
+  p.key += fmt::format("{}{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
+                       int(o.overlap_p2p_comm), p.hybrid_shard_inferred);
   return p;
 }
 
@@ -494,6 +515,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.profile_inferred = row.profile_inferred;
   res.system_inferred = row.system_inferred;
   res.tflops_kind_inferred = row.tflops_kind_inferred;
+  res.hybrid_shard_inferred = row.hybrid_shard_inferred;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -615,6 +637,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"profile_inferred", r.profile_inferred},
                      {"system_inferred", r.system_inferred},
                      {"tflops_kind_inferred", r.tflops_kind_inferred},
+                     {"hybrid_shard_inferred", r.hybrid_shard_inferred},
                      {"beyond_profile", r.beyond_profile},
                      {"filled", r.filled},
                      {"config", r.config},

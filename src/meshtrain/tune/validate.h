@@ -53,6 +53,7 @@ struct RunRow {
   bool profile_inferred = false;  // from the framework column (perf::infer_profile)
   bool system_inferred = false;   // column system blank or unknown: from the gpu column (perf::infer_system)
   bool tflops_kind_inferred = false;  // tflops_kind blank: hardware, as the profile publishes
+  int hybrid_shard_inferred = 0;      // dp_shard blank, hybrid sharding named: the DP ranks of a node
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -86,6 +87,7 @@ struct RowResult {
   bool profile_inferred = false;
   bool system_inferred = false;
   bool tflops_kind_inferred = false;
+  int hybrid_shard_inferred = 0;
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
