@@ -35,7 +35,7 @@ void print_rows(const tune::Validation& v) {
     std::string filled;
     auto add = [&](const std::string& item) { filled += (filled.empty() ? "" : " ") + item; };
     for (const auto& [k, x] : r.filled) add(k + "=" + x);
-    if (r.system_inferred) add("system=" + r.system + " (from gpu)");
+    if (!r.system_from.empty()) add("system=" + r.system + " (from " + r.system_from + ")");
     if (r.profile_inferred) add("profile=" + r.profile + " (from framework)");
     if (r.tflops_kind_inferred) add("tflops_kind=hardware (from profile)");
     if (r.hybrid_shard_inferred) add(fmt::format("dp_shard={} (hybrid sharding named)", r.hybrid_shard_inferred));

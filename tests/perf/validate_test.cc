@@ -11,6 +11,7 @@
 #include <string>
 
 #include "meshtrain/perf/framework_profile.h"
+#include "meshtrain/perf/system_match.h"
 #include "meshtrain/perf/system_spec.h"
 #include "meshtrain/tune/validate.h"
 #include "meshtrain/tune/validate_cv.h"
@@ -386,14 +387,84 @@ TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
                         line("unknown", "olcf-frontier", "MI250X") + line("none", "", "TPU v4"));
   const Validation v = validate_runs(read_csv(in));
   ASSERT_EQ(v.rows.size(), 3u);
-  EXPECT_FALSE(v.rows[0].system_inferred);
+  EXPECT_EQ(v.rows[0].system_from, "");
   for (int i : {1, 2}) {
-    EXPECT_TRUE(v.rows[i].system_inferred) << v.rows[i].id;
+    EXPECT_EQ(v.rows[i].system_from, "gpu") << v.rows[i].id;
     EXPECT_EQ(v.rows[i].system, "frontier");
     EXPECT_DOUBLE_EQ(v.rows[i].prediction.step_time_s, v.rows[0].prediction.step_time_s);
   }
   ASSERT_EQ(v.skipped.size(), 1u);
   EXPECT_NE(v.skipped[0].find("column gpu ('TPU v4') names no device"), std::string::npos) << v.skipped[0];
+}
+
+// An interconnect column's words give a node's network: rates as written
+// (per node, per GPU, counted links), counted links of a named kind, and
+// nothing from the links inside a node.
+TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
+  auto gbs = [](const std::string& text) { return perf::read_node_network(text, 8).node_gbs; };
+  EXPECT_DOUBLE_EQ(gbs("1600 Gbps RoCE between nodes (README heading)"), 200);
+  EXPECT_DOUBLE_EQ(gbs("NVSwitch; 8x HDR InfiniBand (Azure NDm A100 v4, inferred)"), 200);
+  EXPECT_DOUBLE_EQ(gbs("NVLink in node (inferred); eight 200 Gb/s NICs per server, multi-rail"), 200);
+  EXPECT_DOUBLE_EQ(gbs("NVLink in node; RoCE 400 Gb/s per GPU (Arista 7800 / Minipack2 Clos)"), 400);
+  EXPECT_DOUBLE_EQ(gbs("Infinity Fabric 200/100/50 GB/s in node; 4x25 GB/s Slingshot-11 per node"), 100);
+  EXPECT_DOUBLE_EQ(gbs("NVLink/NVSwitch in node; 4 ConnectX-6 HCAs per node, 2 InfiniBand spine switches"), 100);
+  EXPECT_DOUBLE_EQ(gbs("400 Gbps inter-node, GPUDirect RDMA"), 50);
+  EXPECT_DOUBLE_EQ(gbs("NVLink in node; 4 Omni-Path links per node (Omni-Path Architecture)"), 50);
+  EXPECT_DOUBLE_EQ(gbs("2 x 400 Gb/s NDR per node"), 100);
+  EXPECT_DOUBLE_EQ(gbs("NVLink/NVSwitch; HDR InfiniBand"), 0);
+  EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s in node"), 0);
+  EXPECT_DOUBLE_EQ(gbs("200 Gb/s per NIC"), 0);
+  EXPECT_DOUBLE_EQ(gbs("not stated in the README"), 0);
+  EXPECT_EQ(perf::read_node_network("4 Omni-Path links", 8).technology, "omni-path");
+  EXPECT_EQ(perf::read_node_network("HDR InfiniBand", 8).technology, "infiniband");
+  EXPECT_EQ(perf::read_node_network("one hundred nodes", 8).technology, "");
+}
+
+// A generic node file named for a cluster whose row says otherwise takes the
+// file of the same device with the stated network or memory; agreeing or
+// silent text keeps the named file, and a JSON path is taken as given.
+TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
+  auto match = [](const std::string& sys, const std::string& gpu, const std::string& ic) {
+    const perf::SystemMatch m = perf::match_system(sys, gpu, ic);
+    return m.name + (m.from.empty() ? "" : " (" + m.from + ")");
+  };
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "NVLink 4; 4 Omni-Path links per node"),
+            "jeanzay-a100-80gb (interconnect)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "Omni-Path"), "jeanzay-a100-80gb (interconnect)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "400 Gbps inter-node, GPUDirect RDMA"),
+            "ibm-a100-80gb-400g (interconnect)");
+  EXPECT_EQ(match("dgx-a100-40gb", "A100-SXM4-40GB", "4 ConnectX-6 HCAs per node"),
+            "hgx-a100-40gb-4nic (interconnect)");
+  EXPECT_EQ(match("dgx-h100", "H100 80GB", "800 Gbps inter-node"), "ibm-h100-80gb-800g (interconnect)");
+  EXPECT_EQ(match("dgx-h100", "H100 96GB HBM2e (500 W)", "RDMA 400 Gb/s per GPU"), "grandteton-h100-96gb-500w (gpu)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 40GB", ""), "dgx-a100-40gb (gpu)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB (Selene)", "8x HDR InfiniBand"), "dgx-a100-80gb");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100", "HDR InfiniBand"), "dgx-a100-80gb");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "3 x 100 Gb/s Ethernet per node"), "dgx-a100-80gb");
+  EXPECT_EQ(match("jeanzay-a100-80gb", "A100 80GB", "4 Omni-Path links per node"), "jeanzay-a100-80gb");
+  EXPECT_EQ(match("ibm-a100-80gb-400g", "A100 80GB", "400 Gbps inter-node"), "ibm-a100-80gb-400g");
+  EXPECT_EQ(match("", "A100 80GB", "4 Omni-Path links per node"), "jeanzay-a100-80gb (interconnect)");
+  EXPECT_EQ(match("", "TPU v4", "ICI"), "");
+}
+
+// Labelled with the DGX file, a Jean Zay row that states its Omni-Path links
+// is priced with Jean Zay's network, as if it had named that file.
+TEST(Validate, StatedInterconnectPricesTheClusterItDescribes) {
+  const std::string header =
+      "id,source,system,gpu,interconnect,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,zero_stage,"
+      "global_batch,micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile\n";
+  auto line = [](const std::string& id, const std::string& system, const std::string& ic) {
+    return id + ",s," + system + ",A100 80GB," + ic +
+           ",24,4096,32,2048,50304,64,1,1,64,1,64,1,full,no,no,100,hardware,megatron-deepspeed-2021\n";
+  };
+  const Validation v = validate_runs(table_of(header + line("named", "jeanzay-a100-80gb", "") +
+                                              line("labelled", "dgx-a100-80gb", "4 Omni-Path links per node") +
+                                              line("dgx", "dgx-a100-80gb", "")));
+  ASSERT_EQ(v.rows.size(), 3u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[1].system, "jeanzay-a100-80gb");
+  EXPECT_EQ(v.rows[1].system_from, "interconnect");
+  EXPECT_DOUBLE_EQ(v.rows[1].prediction.step_time_s, v.rows[0].prediction.step_time_s);
+  EXPECT_GT(v.rows[1].prediction.step_time_s, 1.05 * v.rows[2].prediction.step_time_s);
 }
 
 // A blank recompute under a profile whose published runs all checkpoint

@@ -341,24 +341,4 @@ bool system_exists(const std::string& name_or_path) {
   return fs::exists(fs::path(config_root()) / "systems" / (name_or_path + ".json"));
 }
 
-std::string infer_system(const std::string& device_text) {
-  const std::string t = ascii_lower(device_text);
-  auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
-  // A cluster's name as a word of its own ("Eos", not "videos").
-  auto named = [&](const std::string& w) {
-    auto alnum = [&](size_t k) { return k < t.size() && std::isalnum(static_cast<unsigned char>(t[k])); };
-    for (size_t i = t.find(w); i != std::string::npos; i = t.find(w, i + 1))
-      if ((i == 0 || !alnum(i - 1)) && !alnum(i + w.size())) return true;
-    return false;
-  };
-  const bool gb40 = has("40gb") || has("40 gb");
-  if (has("mi250") || named("frontier") || named("lumi")) return "frontier";
-  if (has("mi300")) return "mi300x-node";
-  if (has("h200")) return "h200-node";
-  if (has("h100") || named("eos")) return has("96gb") || has("96 gb") ? "grandteton-h100-96gb-500w" : "dgx-h100";
-  if (has("jean zay") || has("jeanzay")) return "jeanzay-a100-80gb";
-  if (has("a100") || has("ampere") || named("selene")) return gb40 ? "dgx-a100-40gb" : "dgx-a100-80gb";
-  return "";
-}
-
 }  // namespace meshtrain::perf

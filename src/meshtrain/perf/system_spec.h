@@ -174,14 +174,4 @@ SystemSpec load_system_spec(const std::string& name_or_path);
 // Whether load_system_spec finds `name_or_path` (a preset or a file).
 bool system_exists(const std::string& name_or_path);
 
-// The system file closest to a device description such as a published
-// run's GPU column ("A100 80GB (Selene DGX A100)", "MI250X GCD") or a
-// cluster's name: MI250X, Frontier or LUMI -> frontier, MI300X ->
-// mi300x-node, H200 -> h200-node, H100 or Eos -> dgx-h100 (96 GB:
-// grandteton-h100-96gb-500w), Jean Zay -> jeanzay-a100-80gb, A100, Ampere or
-// Selene -> dgx-a100-80gb (40 GB: dgx-a100-40gb). Empty when it names none.
-// The network is the node type's standard one: a cluster with fewer or
-// slower NICs needs its own file.
-std::string infer_system(const std::string& device_text);
-
 }  // namespace meshtrain::perf

@@ -10,9 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/core/text.h"
 #include "meshtrain/core/stats.h"
+#include "meshtrain/core/text.h"
 #include "meshtrain/perf/framework_profile.h"
+#include "meshtrain/perf/system_match.h"
 #include "meshtrain/tune/planner.h"
 
 namespace meshtrain::tune {
@@ -410,21 +411,18 @@ void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
   throw Error(fmt::format("column peak_mem: '{}' is not OOM or a size such as 56 GB or 82.4 GiB", v));
 }
 
-// The system column, else the system file the gpu column describes
-// (perf::infer_system); a name this build does not find is read the same
-// way, first as text and then through the gpu column.
+// The system column, refined or, where blank or unknown, inferred from the
+// gpu and interconnect columns (perf::match_system).
 void read_system(const CsvTable& t, size_t r, RunRow& p) {
-  p.system = trim(t.field(r, "system"));
-  if (perf::system_exists(p.system)) return;
-  std::string guess = perf::infer_system(p.system);
-  if (guess.empty()) guess = perf::infer_system(t.field(r, "gpu"));
-  if (guess.empty()) {
-    check(!p.system.empty(), "column system is blank and column gpu ('{}') names no device with a system file",
+  const std::string named = trim(t.field(r, "system"));
+  const perf::SystemMatch m = perf::match_system(named, t.field(r, "gpu"), t.field(r, "interconnect"));
+  if (m.name.empty()) {
+    check(!named.empty(), "column system is blank and column gpu ('{}') names no device with a system file",
           trim(t.field(r, "gpu")));
-    (void)perf::load_system_spec(p.system);  // throws, naming where it looked
+    (void)perf::load_system_spec(named);  // throws, naming where it looked
   }
-  p.system = guess;
-  p.system_inferred = true;
+  p.system = m.name;
+  p.system_from = m.from;
 }
 
 RunRow read_row(const CsvTable& t, size_t r) {
@@ -513,7 +511,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.source = row.source;
   res.profile = row.profile;
   res.profile_inferred = row.profile_inferred;
-  res.system_inferred = row.system_inferred;
+  res.system_from = row.system_from;
   res.tflops_kind_inferred = row.tflops_kind_inferred;
   res.hybrid_shard_inferred = row.hybrid_shard_inferred;
   res.model = row.model.name;
@@ -635,7 +633,8 @@ nlohmann::json validation_json(const Validation& v) {
                      {"source", r.source},
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
-                     {"system_inferred", r.system_inferred},
+                     {"system_inferred", !r.system_from.empty()},
+                     {"system_from", r.system_from},
                      {"tflops_kind_inferred", r.tflops_kind_inferred},
                      {"hybrid_shard_inferred", r.hybrid_shard_inferred},
                      {"beyond_profile", r.beyond_profile},

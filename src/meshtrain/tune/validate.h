@@ -51,7 +51,7 @@ struct RunRow {
   std::string source;  // column source_key, else source: rows of one publication
   std::string profile; // column profile (perf/framework_profile.h), else inferred; may be empty
   bool profile_inferred = false;  // from the framework column (perf::infer_profile)
-  bool system_inferred = false;   // column system blank or unknown: from the gpu column (perf::infer_system)
+  std::string system_from;        // "" as named, else the column that chose it (perf::match_system)
   bool tflops_kind_inferred = false;  // tflops_kind blank: hardware, as the profile publishes
   int hybrid_shard_inferred = 0;      // dp_shard blank, hybrid sharding named: the DP ranks of a node
   int line = 0;
@@ -85,7 +85,7 @@ struct RowResult {
   std::string source;
   std::string profile;
   bool profile_inferred = false;
-  bool system_inferred = false;
+  std::string system_from;
   bool tflops_kind_inferred = false;
   int hybrid_shard_inferred = 0;
   std::string model;                          // column model_name

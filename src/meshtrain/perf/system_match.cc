@@ -1,0 +1,237 @@
+#include "meshtrain/perf/system_match.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+
+#include "meshtrain/core/text.h"
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/perf/system_spec.h"
+
+namespace meshtrain::perf {
+
+namespace {
+
+bool alnum_at(const std::string& t, size_t k) { return k < t.size() && std::isalnum(static_cast<unsigned char>(t[k])); }
+
+// Whether lower-case `t` holds `w` as a word of its own ("Eos", not "videos";
+// "NDR", not "hundred").
+bool has_word(const std::string& t, const std::string& w) {
+  for (size_t i = t.find(w); i != std::string::npos; i = t.find(w, i + 1))
+    if ((i == 0 || !alnum_at(t, i - 1)) && !alnum_at(t, i + w.size())) return true;
+  return false;
+}
+
+bool has_any(const std::string& t, std::initializer_list<const char*> words) {
+  return std::any_of(words.begin(), words.end(), [&](const char* w) { return t.find(w) != std::string::npos; });
+}
+
+// Network technologies as interconnect text names them: the technology, and
+// one link's rate in Gb/s (0 where the name does not fix it).
+struct TechWord {
+  const char* word;
+  const char* technology;
+  double gbits;
+};
+constexpr TechWord kTechWords[] = {{"omni-path", "omni-path", 100},
+                                   {"omnipath", "omni-path", 100},
+                                   {"omni path", "omni-path", 100},
+                                   {"slingshot", "slingshot", 200},
+                                   {"connectx-7", "infiniband", 400},
+                                   {"ndr", "infiniband", 400},
+                                   {"connectx-6", "infiniband", 200},
+                                   {"hdr", "infiniband", 200},
+                                   {"edr", "infiniband", 100},
+                                   {"infiniband", "infiniband", 0},
+                                   {"roce", "roce", 0},
+                                   {"efa", "efa", 0}};
+
+const TechWord* first_tech(const std::string& t) {
+  for (const TechWord& w : kTechWords)
+    if (has_word(t, w.word)) return &w;
+  return nullptr;
+}
+
+// Whether a file's description names technology `tech` (any of its words).
+bool names_technology(const std::string& description, const std::string& tech) {
+  const std::string d = ascii_lower(description);
+  for (const TechWord& w : kTechWords)
+    if (w.technology == tech && has_word(d, w.word)) return true;
+  return false;
+}
+
+int read_count(const std::string& w) {
+  static const std::map<std::string, int> words = {{"one", 1},  {"two", 2},     {"three", 3},
+                                                   {"four", 4}, {"six", 6},     {"eight", 8},
+                                                   {"ten", 10}, {"twelve", 12}, {"sixteen", 16}};
+  const auto it = words.find(w);
+  return it != words.end() ? it->second : std::stoi(w);
+}
+
+// GB/s per node a network clause states (0: none), `clause` as written.
+double clause_node_gbs(const std::string& clause, int devices_per_node) {
+  const std::string c = ascii_lower(clause);
+  // "4x25 GB/s", "eight 200 Gb/s NICs", "400 Gbps inter-node", "RoCE 400 Gb/s per GPU"
+  static const std::regex rate(
+      "(?:\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)(?:\\s*x\\s*|\\s+))?"
+      "(\\d+(?:\\.\\d+)?)\\s*(gbps|gb/s|gbit/s|gbit|gbyte/s|tbps|tb/s)",
+      std::regex::icase);
+  std::smatch m;
+  if (std::regex_search(clause, m, rate)) {
+    const std::string unit = m[3].str();
+    const bool bytes = unit.rfind("GB", 0) == 0 || ascii_lower(unit).find("byte") != std::string::npos;
+    const bool tera = ascii_lower(unit)[0] == 't';
+    const double gbs = std::stod(m[2].str()) * (tera ? 1000 : 1) / (bytes ? 1 : 8);
+    const std::string after = c.substr(size_t(m.position(0) + m.length(0)));
+    if (has_any(after, {"per gpu", "per device", "per gcd", "per accelerator", "/gpu", "each gpu"}))
+      return gbs * devices_per_node;
+    if (m[1].matched) return read_count(ascii_lower(m[1].str())) * gbs;
+    if (has_any(c, {"per nic", "per link", "per port", "per hca", "per rail", "each"})) return 0;
+    if (has_any(c, {"per node", "inter-node", "internode", "between nodes", "per server", "node"})) return gbs;
+    return 0;
+  }
+  // "4 Omni-Path links", "8x HDR InfiniBand", "4 ConnectX-6 HCAs"
+  static const std::regex counted(
+      "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?(?:[a-z]+[- ])?"
+      "(omni-?path|omni path|connectx-[67]|hdr|ndr|edr|slingshot)");
+  if (std::regex_search(c, m, counted)) {
+    const int n = read_count(m[1].str());
+    const TechWord* w = first_tech(m[2].str());
+    const std::string after = c.substr(size_t(m.position(0) + m.length(0)));
+    const bool links = has_any(after, {"link", "nic", "hca", "port", "adapter", "rail", "card", "infiniband"}) ||
+                       c.find('x', size_t(m.position(1) + m.length(1))) < size_t(m.position(2));
+    if (w && w->gbits > 0 && n >= 1 && n <= 32 && links) return n * w->gbits / 8;
+  }
+  return 0;
+}
+
+// Whether a clause of an interconnect text is about links inside a node.
+bool in_node_clause(const std::string& c) {
+  const bool inside = has_any(c, {"nvlink", "nvswitch", "infinity fabric", "xgmi", "in node", "in-node", "intra-node",
+                                  "within a node", "in the node"});
+  const bool network =
+      has_any(c, {"inter-node", "internode", "between nodes", "nic", "hca", "infiniband", "roce", "omni", "slingshot",
+                  "ethernet", "rdma", "efa", "network", "per node", "connectx", "gbps", "gb/s"}) &&
+      !has_any(c, {"in node", "in-node", "intra-node", "within a node", "in the node"});
+  return inside && !network;
+}
+
+// Loaded system files, by name (read once; validate asks for every row).
+const SystemSpec& preset(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, SystemSpec> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, load_system_spec(name)).first;
+  return it->second;
+}
+
+bool same_device(const SystemSpec& a, const SystemSpec& b) {
+  return a.efficiency_group == b.efficiency_group && a.memory.hbm_bytes == b.memory.hbm_bytes &&
+         a.devices_per_node == b.devices_per_node;
+}
+
+bool close(double a, double b) { return std::fabs(a / b - 1) <= 0.1; }
+
+// Whether the GPU text states a memory size ("40GB", "80 GB").
+bool states_memory(const std::string& gpu_text) {
+  static const std::regex size("\\b\\d+\\s*gb\\b", std::regex::icase);
+  return std::regex_search(gpu_text, size);
+}
+
+// The preset of `start`'s device whose network the interconnect text states,
+// else "": a file whose node bandwidth is the stated one (within 10%), and
+// of those one whose description names the stated technology before one
+// that names none, before one that names another. A technology without a
+// rate moves only to a file that names it.
+std::string network_match(const std::string& start, const std::string& interconnect) {
+  const SystemSpec& s = preset(start);
+  const NodeNetworkText net = read_node_network(interconnect, s.devices_per_node);
+  if (net.node_gbs <= 0 && net.technology.empty()) return "";
+  auto rate_fits = [&](const SystemSpec& c) {
+    return net.node_gbs <= 0 || close(net.node_gbs, c.network.node_bandwidth_gbs());
+  };
+  auto score = [&](const SystemSpec& c) {
+    if (!net.technology.empty() && names_technology(c.description, net.technology)) return 2;
+    const bool other = std::any_of(std::begin(kTechWords), std::end(kTechWords), [&](const TechWord& w) {
+      return w.technology != net.technology && names_technology(c.description, w.technology);
+    });
+    return other ? 0 : 1;
+  };
+  std::string best;
+  int best_score = rate_fits(s) ? score(s) : -1;
+  for (const std::string& name : system_presets()) {
+    const SystemSpec& c = preset(name);
+    if (name == start || !same_device(c, s) || !rate_fits(c)) continue;
+    if (const int sc = score(c); sc > best_score) best = name, best_score = sc;
+  }
+  return net.node_gbs <= 0 && best_score < 2 ? "" : best;
+}
+
+}  // namespace
+
+std::string infer_system(const std::string& device_text) {
+  const std::string t = ascii_lower(device_text);
+  auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
+  const bool gb40 = has("40gb") || has("40 gb");
+  if (has("mi250") || has_word(t, "frontier") || has_word(t, "lumi")) return "frontier";
+  if (has("mi300")) return "mi300x-node";
+  if (has("h200")) return "h200-node";
+  if (has("h100") || has_word(t, "eos")) return has("96gb") || has("96 gb") ? "grandteton-h100-96gb-500w" : "dgx-h100";
+  if (has("jean zay") || has("jeanzay")) return "jeanzay-a100-80gb";
+  if (has("a100") || has("ampere") || has_word(t, "selene")) return gb40 ? "dgx-a100-40gb" : "dgx-a100-80gb";
+  return "";
+}
+
+NodeNetworkText read_node_network(const std::string& interconnect, int devices_per_node) {
+  NodeNetworkText out;
+  const std::string t = ascii_lower(interconnect);
+  if (const TechWord* w = first_tech(t)) out.technology = w->technology;
+  size_t start = 0;
+  while (start <= interconnect.size() && out.node_gbs <= 0) {
+    const size_t end = std::min(interconnect.find_first_of(";,", start), interconnect.size());
+    const std::string clause = interconnect.substr(start, end - start);
+    if (!in_node_clause(ascii_lower(clause))) out.node_gbs = clause_node_gbs(clause, devices_per_node);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> system_presets() {
+  namespace fs = std::filesystem;
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    const fs::path dir = fs::path(config_root()) / "systems";
+    if (fs::is_directory(dir))
+      for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".json") v.push_back(e.path().stem().string());
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  return names;
+}
+
+SystemMatch match_system(const std::string& named, const std::string& gpu_text, const std::string& interconnect_text) {
+  const bool path = named.find('/') != std::string::npos || named.find(".json") != std::string::npos;
+  SystemMatch m{named, ""};
+  if (path || !system_exists(named)) {
+    if (path && system_exists(named)) return m;
+    m.name = infer_system(named);
+    if (m.name.empty()) m.name = infer_system(gpu_text);
+    m.from = "gpu";
+    if (m.name.empty()) return {"", ""};
+  }
+  const std::string device = infer_system(gpu_text);
+  if (!device.empty() && device != m.name && states_memory(gpu_text)) {
+    const SystemSpec &d = preset(device), &s = preset(m.name);
+    if (d.efficiency_group == s.efficiency_group && d.memory.hbm_bytes != s.memory.hbm_bytes) m = {device, "gpu"};
+  }
+  if (const std::string net = network_match(m.name, interconnect_text); !net.empty()) m = {net, "interconnect"};
+  return m;
+}
+
+}  // namespace meshtrain::perf
