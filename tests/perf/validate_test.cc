@@ -411,6 +411,7 @@ TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
   EXPECT_DOUBLE_EQ(gbs("400 Gbps inter-node, GPUDirect RDMA"), 50);
   EXPECT_DOUBLE_EQ(gbs("NVLink in node; 4 Omni-Path links per node (Omni-Path Architecture)"), 50);
   EXPECT_DOUBLE_EQ(gbs("2 x 400 Gb/s NDR per node"), 100);
+  EXPECT_DOUBLE_EQ(gbs("Slingshot-11, 4 NICs per node at 200 Gb/s"), 100);
   EXPECT_DOUBLE_EQ(gbs("NVLink/NVSwitch; HDR InfiniBand"), 0);
   EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s in node"), 0);
   EXPECT_DOUBLE_EQ(gbs("200 Gb/s per NIC"), 0);
@@ -421,8 +422,9 @@ TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
 }
 
 // A generic node file named for a cluster whose row says otherwise takes the
-// file of the same device with the stated network or memory; agreeing or
-// silent text keeps the named file, and a JSON path is taken as given.
+// file of the same device with the stated network or memory, or where no
+// file has that network the named file with its network scaled to it;
+// agreeing or silent text keeps the named file.
 TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   auto match = [](const std::string& sys, const std::string& gpu, const std::string& ic) {
     const perf::SystemMatch m = perf::match_system(sys, gpu, ic);
@@ -440,11 +442,23 @@ TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   EXPECT_EQ(match("dgx-a100-80gb", "A100 40GB", ""), "dgx-a100-40gb (gpu)");
   EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB (Selene)", "8x HDR InfiniBand"), "dgx-a100-80gb");
   EXPECT_EQ(match("dgx-a100-80gb", "A100", "HDR InfiniBand"), "dgx-a100-80gb");
-  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "3 x 100 Gb/s Ethernet per node"), "dgx-a100-80gb");
   EXPECT_EQ(match("jeanzay-a100-80gb", "A100 80GB", "4 Omni-Path links per node"), "jeanzay-a100-80gb");
   EXPECT_EQ(match("ibm-a100-80gb-400g", "A100 80GB", "400 Gbps inter-node"), "ibm-a100-80gb-400g");
   EXPECT_EQ(match("", "A100 80GB", "4 Omni-Path links per node"), "jeanzay-a100-80gb (interconnect)");
   EXPECT_EQ(match("", "TPU v4", "ICI"), "");
+  // No file of the device has the stated network: the named one, scaled.
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "3 x 100 Gb/s Ethernet per node"), "dgx-a100-80gb@37.5 (interconnect)");
+  EXPECT_EQ(match("dgx-a100-40gb", "A100 40GB", "4x100 Gbps EFA per node"), "dgx-a100-40gb@50 (interconnect)");
+  const perf::SystemSpec scaled = perf::load_system_spec("dgx-a100-40gb@50");
+  const perf::SystemSpec file = perf::load_system_spec("dgx-a100-40gb");
+  EXPECT_DOUBLE_EQ(scaled.network.node_bandwidth_gbs(), 50);
+  EXPECT_EQ(scaled.network.nics_per_node, file.network.nics_per_node);
+  EXPECT_EQ(scaled.memory.hbm_bytes, file.memory.hbm_bytes);
+  EXPECT_EQ(scaled.name, "dgx-a100-40gb@50");
+  EXPECT_TRUE(perf::system_exists("dgx-a100-40gb@50"));
+  EXPECT_FALSE(perf::system_exists("dgx-a100-40gb@fast"));
+  EXPECT_FALSE(perf::system_exists("dgx-a100-40gb@-5"));
+  EXPECT_FALSE(perf::system_exists("no-such-system@50"));
 }
 
 // Labelled with the DGX file, a Jean Zay row that states its Omni-Path links

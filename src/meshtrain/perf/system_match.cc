@@ -8,6 +8,8 @@
 #include <mutex>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "meshtrain/core/text.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/perf/system_spec.h"
@@ -90,6 +92,12 @@ double clause_node_gbs(const std::string& clause, int devices_per_node) {
     if (has_any(after, {"per gpu", "per device", "per gcd", "per accelerator", "/gpu", "each gpu"}))
       return gbs * devices_per_node;
     if (m[1].matched) return read_count(ascii_lower(m[1].str())) * gbs;
+    // "4 NICs per node at 200 Gb/s": a count of links elsewhere in the clause.
+    static const std::regex links(
+        "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?"
+        "(?:[a-z0-9-]+\\s+){0,2}(nics?|hcas?|links?|ports?|adapters?|rails?|cards?)\\b");
+    std::smatch k;
+    if (std::regex_search(c, k, links) && read_count(k[1].str()) <= 32) return read_count(k[1].str()) * gbs;
     if (has_any(c, {"per nic", "per link", "per port", "per hca", "per rail", "each"})) return 0;
     if (has_any(c, {"per node", "inter-node", "internode", "between nodes", "per server", "node"})) return gbs;
     return 0;
@@ -169,7 +177,10 @@ std::string network_match(const std::string& start, const std::string& interconn
     if (name == start || !same_device(c, s) || !rate_fits(c)) continue;
     if (const int sc = score(c); sc > best_score) best = name, best_score = sc;
   }
-  return net.node_gbs <= 0 && best_score < 2 ? "" : best;
+  if (net.node_gbs <= 0) return best_score < 2 ? "" : best;
+  // No file of the device has the stated network: the named one with it.
+  if (best.empty() && !rate_fits(s)) return fmt::format("{}@{:g}", start, net.node_gbs);
+  return best;
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -312,7 +314,9 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
   if (s.cores_per_node > 0) j["cores_per_node"] = s.cores_per_node;
 }
 
-SystemSpec load_system_spec(const std::string& name_or_path) {
+namespace {
+
+SystemSpec load_file(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   fs::path p = name_or_path;
   if (!fs::exists(p) || fs::is_directory(p)) p = fs::path(config_root()) / "systems" / (name_or_path + ".json");
@@ -333,12 +337,46 @@ SystemSpec load_system_spec(const std::string& name_or_path) {
   return s;
 }
 
-bool system_exists(const std::string& name_or_path) {
+bool file_exists(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   if (name_or_path.empty()) return false;
   const fs::path p = name_or_path;
   if (fs::exists(p) && !fs::is_directory(p)) return true;
   return fs::exists(fs::path(config_root()) / "systems" / (name_or_path + ".json"));
+}
+
+// "NAME@GBS": the preset and the node bandwidth, when `name` is one.
+std::optional<std::pair<std::string, double>> with_network(const std::string& name) {
+  const size_t at = name.rfind('@');
+  if (at == std::string::npos || at == 0) return std::nullopt;
+  const std::string base = name.substr(0, at), rate = name.substr(at + 1);
+  size_t used = 0;
+  double gbs = 0;
+  try {
+    gbs = std::stod(rate, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != rate.size() || !(gbs > 0) || !std::isfinite(gbs) || !file_exists(base)) return std::nullopt;
+  return std::make_pair(base, gbs);
+}
+
+}  // namespace
+
+SystemSpec load_system_spec(const std::string& name_or_path) {
+  const auto net = with_network(name_or_path);
+  if (!net) return load_file(name_or_path);
+  SystemSpec s = load_file(net->first);
+  const double was = s.network.node_bandwidth_gbs();
+  s.network.nic_bandwidth_gbs = net->second / s.network.nics_per_node;
+  s.description += fmt::format(" (network taken as {:g} GB/s per node, the file's {:g} scaled)", net->second, was);
+  s.name = name_or_path;
+  s.validate();
+  return s;
+}
+
+bool system_exists(const std::string& name_or_path) {
+  return with_network(name_or_path).has_value() || file_exists(name_or_path);
 }
 
 }  // namespace meshtrain::perf

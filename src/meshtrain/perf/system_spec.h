@@ -169,9 +169,14 @@ void from_json(const nlohmann::json& j, SystemSpec& s);
 void to_json(nlohmann::json& j, const SystemSpec& s);
 
 // Loads a system by name ("frontier") from configs/systems, or a JSON path.
+// "NAME@GBS" ("dgx-a100-40gb@50") is that system with its NICs' rate scaled
+// so that a node moves GBS GB/s per direction: the same nodes on another
+// fabric (perf/system_match.h names such a system for a published run whose
+// stated network no file has).
 SystemSpec load_system_spec(const std::string& name_or_path);
 
-// Whether load_system_spec finds `name_or_path` (a preset or a file).
+// Whether load_system_spec finds `name_or_path` (a preset, a file, or either
+// with "@GBS").
 bool system_exists(const std::string& name_or_path);
 
 }  // namespace meshtrain::perf
