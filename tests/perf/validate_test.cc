@@ -440,6 +440,10 @@ TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   EXPECT_EQ(match("dgx-h100", "H100 80GB", "800 Gbps inter-node"), "ibm-h100-80gb-800g (interconnect)");
   EXPECT_EQ(match("dgx-h100", "H100 96GB HBM2e (500 W)", "RDMA 400 Gb/s per GPU"), "grandteton-h100-96gb-500w (gpu)");
   EXPECT_EQ(match("dgx-a100-80gb", "A100 40GB", ""), "dgx-a100-40gb (gpu)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB (Jean Zay)", ""), "jeanzay-a100-80gb (gpu)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "IBM cluster, GPUDirect RDMA"), "ibm-a100-80gb-400g (interconnect)");
+  EXPECT_EQ(match("dgx-h100", "H100 80GB", "IBM cluster"), "ibm-h100-80gb-800g (interconnect)");
+  EXPECT_EQ(match("ibm-h100-80gb-800g", "DGX H100", ""), "ibm-h100-80gb-800g");
   EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB (Selene)", "8x HDR InfiniBand"), "dgx-a100-80gb");
   EXPECT_EQ(match("dgx-a100-80gb", "A100", "HDR InfiniBand"), "dgx-a100-80gb");
   EXPECT_EQ(match("jeanzay-a100-80gb", "A100 80GB", "4 Omni-Path links per node"), "jeanzay-a100-80gb");

@@ -183,6 +183,24 @@ std::string network_match(const std::string& start, const std::string& interconn
   return best;
 }
 
+// The preset of `start`'s device whose cluster the text names by the first
+// word of the file's name ("Jean Zay" -> jeanzay-a100-80gb, "Grand Teton",
+// "IBM"), else "". Node types (dgx, hgx) name no cluster.
+std::string cluster_match(const std::string& start, const std::string& text) {
+  const std::string t = ascii_lower(text);
+  std::string joined;  // "jean zay" -> "jeanzay"
+  for (char ch : t)
+    if (ch != ' ' && ch != '-') joined += ch;
+  const SystemSpec& s = preset(start);
+  for (const std::string& name : system_presets()) {
+    const std::string word = name.substr(0, name.find('-'));
+    if (name == start || word.size() < 3 || word == "dgx" || word == "hgx" || word == "local") continue;
+    if (!has_word(t, word) && joined.find(word) == std::string::npos) continue;
+    if (same_device(preset(name), s) && start.rfind(word, 0) != 0) return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string infer_system(const std::string& device_text) {
@@ -241,6 +259,8 @@ SystemMatch match_system(const std::string& named, const std::string& gpu_text, 
     const SystemSpec &d = preset(device), &s = preset(m.name);
     if (d.efficiency_group == s.efficiency_group && d.memory.hbm_bytes != s.memory.hbm_bytes) m = {device, "gpu"};
   }
+  if (const std::string c = cluster_match(m.name, gpu_text); !c.empty()) m = {c, "gpu"};
+  if (const std::string c = cluster_match(m.name, interconnect_text); !c.empty()) m = {c, "interconnect"};
   if (const std::string net = network_match(m.name, interconnect_text); !net.empty()) m = {net, "interconnect"};
   return m;
 }

@@ -51,10 +51,13 @@ struct SystemMatch {
 // not contradict it; else, for a blank or unknown name, the file the name or
 // the GPU text describes (infer_system). A named preset is replaced by
 // another of the same device (efficiency group, memory, devices per node)
-// when the GPU text states another memory size ("A100 40GB" on an 80 GB file)
-// or the interconnect another node network (within 10%), preferring a file
-// whose description names the stated technology. A path to a JSON file is
-// taken as given.
+// when the GPU text states another memory size ("A100 40GB" on an 80 GB file),
+// the GPU or interconnect text names that file's cluster (the first word of
+// its name: "Jean Zay", "Grand Teton", "IBM"), or the interconnect states
+// another node network (within 10%), preferring a file whose description
+// names the stated technology; where no file of the device has that network,
+// the named file with its network scaled to it ("NAME@GBS",
+// load_system_spec). A path to a JSON file is taken as given.
 SystemMatch match_system(const std::string& named, const std::string& gpu_text, const std::string& interconnect_text);
 
 // The names of the system presets (configs/systems/*.json), sorted.
