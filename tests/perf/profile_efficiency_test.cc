@@ -468,6 +468,13 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "arxiv.org/abs/2306.10209"), "deepspeed-zero3");
   EXPECT_EQ(infer_profile("Megatron-LM", "arXiv:2205.05198"), "megatron-lm-2022");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "arXiv 2104"), "deepspeed-zero3");  // no identifier
+  // A venue with a two-digit year dates its paper too.
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "Narayanan et al., SC21"), "deepspeed-zero3-2021");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "a talk at NeurIPS '20"), "deepspeed-zero3-2021");
+  EXPECT_EQ(infer_profile("Megatron-LM", "Jiang et al., NSDI'24"), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "SC2021 poster"), "deepspeed-zero3-2021");  // four digits
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "SC 121"), "deepspeed-zero3");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "DiSC21 cluster"), "deepspeed-zero3");  // not a word
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "llm-foundry-2023");
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", "", "bf16 (FSDP mixed_precision PURE)"),
             "llm-foundry-2023-pure");

@@ -287,12 +287,38 @@ int arxiv_date(const std::string& text) {
   return best;
 }
 
+// The year of a venue written with two digits ("SC21", "NSDI '24",
+// "NeurIPS'22", "MLSys 2022" is a four-digit year) as year * 100, the latest
+// in `text`; 0 for none.
+int venue_date(const std::string& text) {
+  static const char* const venues[] = {"sc",    "isc",    "nsdi",    "osdi",    "sosp", "mlsys",   "neurips",
+                                       "nips",  "icml",   "iclr",    "ppopp",   "atc",  "eurosys", "hpdc",
+                                       "ipdps", "asplos", "isca",    "micro",   "hpca", "kdd",     "acl",
+                                       "emnlp", "naacl",  "sigcomm", "cluster", "socc", "ics"};
+  const std::string t = ascii_lower(text);
+  auto alpha = [&](size_t k) { return k < t.size() && std::isalpha(static_cast<unsigned char>(t[k])); };
+  int best = 0;
+  for (const char* v : venues) {
+    const std::string w = v;
+    for (size_t at = t.find(w); at != std::string::npos; at = t.find(w, at + 1)) {
+      if ((at > 0 && alpha(at - 1)) || alpha(at + w.size())) continue;
+      size_t i = at + w.size();
+      if (i < t.size() && t[i] == ' ') ++i;
+      if (i < t.size() && t[i] == '\'') ++i;
+      if (!digit_at(t, i) || !digit_at(t, i + 1) || digit_at(t, i + 2)) continue;
+      const int yy = std::stoi(t.substr(i, 2));
+      if (yy >= 15 && yy <= 29) best = std::max(best, (2000 + yy) * 100);
+    }
+  }
+  return best;
+}
+
 // The latest date written in `text` as year * 100 + month: a year 2015-2029 as
 // four digits of their own, with its month where written "YYYY-MM" (else 0),
-// or an arXiv identifier's month; 0 for none.
+// an arXiv identifier's month, or a venue's two-digit year; 0 for none.
 int latest_date(const std::string& text) {
   auto digit = [&](size_t k) { return digit_at(text, k); };
-  int best = arxiv_date(text);
+  int best = std::max(arxiv_date(text), venue_date(text));
   for (size_t i = 0; i + 4 <= text.size(); ++i) {
     if (text.compare(i, 2, "20") != 0 || !digit(i + 2) || !digit(i + 3) || (i > 0 && digit(i - 1)) || digit(i + 4))
       continue;
