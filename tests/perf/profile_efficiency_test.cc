@@ -474,6 +474,11 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("Megatron-LM", "Jiang et al., NSDI'24"), "megatron-core-2024");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "SC2021 poster"), "deepspeed-zero3-2021");  // four digits
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "SC 121"), "deepspeed-zero3");
+  // ZeRO names DeepSpeed's sharding; "Zero Bubble" is a pipeline schedule.
+  EXPECT_EQ(infer_profile("ZeRO-3 (no model parallelism)", "Narayanan et al., SC21"), "deepspeed-zero3-2021");
+  EXPECT_EQ(infer_profile("Megatron + ZeRO-1", "2021"), "megatron-deepspeed-2021");
+  EXPECT_EQ(infer_profile("Megatron-LM, Zero Bubble schedule", "2024"), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("FSDP (ZeRO-3)", ""), "fsdp-2022");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "DiSC21 cluster"), "deepspeed-zero3");  // not a word
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "llm-foundry-2023");
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", "", "bf16 (FSDP mixed_precision PURE)"),

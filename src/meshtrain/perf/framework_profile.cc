@@ -342,9 +342,13 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   int date = latest_date(f);
   if (date == 0) date = latest_date(source);
   const int year = date / 100, month = date % 100;
+  // ZeRO is DeepSpeed's name for its sharding (FSDP calls it FULL_SHARD).
+  const bool zero = has("zero-1") || has("zero-2") || has("zero-3") || has("zero1") || has("zero2") || has("zero3") ||
+                    has("zero stage") || has("zero++") || has("zero-infinity") || has("zero-offload");
+  const bool deepspeed = has("deepspeed") || (zero && !has("fsdp") && !has("fairscale"));
   if (has("torchtitan") || has("fsdp2")) return "torchtitan-2024";
   if (has("megatron-core") || has("megatron core") || has("mcore") || has("nemo")) return "megatron-core-2024";
-  if ((has("megatron") && has("deepspeed")) || has("neox")) {
+  if ((has("megatron") && deepspeed) || has("neox")) {
     const bool fa2 = has("flashattention-2") || has("flash-attention-2") || has("flash attention 2") || has("fa2");
     if (year >= 2023 || fa2) return "megatron-deepspeed-2023";
     const std::string prec = ascii_lower(precision);
@@ -355,7 +359,7 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
     const bool bf16_optimizer = has("bf16_optimizer") || has("bf16 optimizer") || (bf16 && after_march_2022);
     return bf16_optimizer ? "megatron-deepspeed-2022" : "megatron-deepspeed-2021";
   }
-  if (has("deepspeed")) return year != 0 && year <= 2021 ? "deepspeed-zero3-2021" : "deepspeed-zero3";
+  if (deepspeed) return year != 0 && year <= 2021 ? "deepspeed-zero3-2021" : "deepspeed-zero3";
   if (has("llm-foundry") || has("composer")) {
     const std::string prec = ascii_lower(precision);
     return prec.find("pure") != std::string::npos ? "llm-foundry-2023-pure" : "llm-foundry-2023";
