@@ -397,6 +397,33 @@ TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
   EXPECT_NE(v.skipped[0].find("column gpu ('TPU v4') names no device"), std::string::npos) << v.skipped[0];
 }
 
+// A blank ffn of a gated MLP follows the parameter count, the published one
+// or the name's, through Llama's multipliers; a count the plain 8h/3 rule
+// nearly gives is that rule; a plain MLP stays 4h.
+TEST(Validate, BlankGatedFfnFollowsTheParameterCount) {
+  const std::string header =
+      "id,source,system,model_name,params_b,layers,hidden,heads,kv_heads,ffn,seq_len,vocab,"
+      "num_gpus,tp,pp,zero_stage,global_batch,micro_batch,recompute,tokens_per_s_per_gpu\n";
+  auto row = [](const std::string& id, const std::string& name, const std::string& params, int layers, int hidden,
+                int heads, int kv, int vocab) {
+    return fmt::format("{},s,dgx-a100-80gb,{},{},{},{},{},{},,4096,{},8,1,1,3,64,1,full,1000\n", id, name, params,
+                       layers, hidden, heads, kv, vocab);
+  };
+  const tune::RunRows runs = tune::read_runs(table_of(
+      header + row("l2-7b", "Llama 2 7B", "6.74", 32, 4096, 32, 32, 32000) +
+      row("l2-70b", "Llama 2 70B", "69.0", 80, 8192, 64, 8, 32000) +
+      row("l3-8b", "L3-8B", "", 32, 4096, 32, 8, 128256) +
+      row("l3-405b", "Llama 3 405B", "405", 126, 16384, 128, 8, 128256) +
+      row("unsized", "Llama", "", 32, 4096, 32, 32, 32000) + row("gpt", "GPT 175B", "175", 96, 12288, 96, 96, 51200)));
+  ASSERT_EQ(runs.rows.size(), 6u) << (runs.skipped.empty() ? "" : runs.skipped[0]);
+  EXPECT_EQ(runs.rows[0].model.ffn(), 11008);
+  EXPECT_EQ(runs.rows[1].model.ffn(), 28672);
+  EXPECT_EQ(runs.rows[2].model.ffn(), 14336);
+  EXPECT_EQ(runs.rows[3].model.ffn(), 52992);  // 53,248 from the exact count (405.9 billion)
+  EXPECT_EQ(runs.rows[4].model.ffn(), 11008);
+  EXPECT_EQ(runs.rows[5].model.ffn(), 4 * 12288);
+}
+
 // An interconnect column's words give a node's network: rates as written
 // (per node, per GPU, counted links), counted links of a named kind, and
 // nothing from the links inside a node.

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -137,6 +138,45 @@ int family_kv_heads(const std::string& model_name, int heads) {
   return gqa && heads > 8 && heads % 8 == 0 ? 8 : 0;
 }
 
+// The parameter count a model's name states ("Llama 3.1 8B", "L3-70B"), in
+// billions; 0 for none.
+double named_size_b(const std::string& name) {
+  static const std::regex size("(\\d+(?:\\.\\d+)?)\\s*b\\b", std::regex::icase);
+  double best = 0;
+  for (auto it = std::sregex_iterator(name.begin(), name.end(), size); it != std::sregex_iterator(); ++it)
+    best = std::max(best, std::stod((*it)[1].str()));
+  return best;
+}
+
+// A gated MLP's width where a row leaves ffn blank (a plain MLP is 4h in
+// every GPT-style family here). Llama's rule is 8h/3 times a per-size
+// multiplier (1.0; 1.3 for Llama 2 70B and Llama 3 8B and 70B; 1.2 for
+// Llama 3 405B), up to a multiple of 256 or more (Touvron et al. 2023; the
+// models' params.json). The multiplier follows from the parameter count:
+// the published one (params_b), else the name's; the width that gives it,
+// the rest shaped as Llama (untied output layer, no position table, no
+// biases, RMSNorm), to a multiple of 256. A width within 10% of the plain
+// rule is the rule (a rounded count: "7B" is 6.74 billion); with no count,
+// the rule.
+int gated_ffn(const ModelConfig& shape, double params_b) {
+  const int rule = (8 * shape.hidden_size / 3 + 255) / 256 * 256;
+  if (!(params_b > 0)) params_b = named_size_b(shape.name);
+  if (!(params_b > 0)) return rule;
+  ModelConfig m = shape;
+  m.tied_embeddings = false;
+  m.learned_positions = false;
+  m.bias_linear = false;
+  m.rmsnorm = true;
+  m.ffn_hidden_size = 256;
+  const double at256 = double(m.num_parameters());
+  m.ffn_hidden_size = 512;
+  const double per_unit = (double(m.num_parameters()) - at256) / 256;
+  const double width = 256 + (params_b * 1e9 - at256) / per_unit;
+  const int rounded = int(std::lround(width / 256)) * 256;
+  if (std::fabs(double(rounded) / rule - 1) < 0.1) return rule;
+  return rounded >= 2 * shape.hidden_size && rounded <= 8 * shape.hidden_size ? rounded : rule;
+}
+
 void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   m.name = trim(t.field(r, "model_name"));
   m.num_layers = required_count(t, r, "layers");
@@ -146,13 +186,16 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
     m.num_kv_heads = *kv;
   else
     m.num_kv_heads = family_kv_heads(m.name, m.num_attention_heads);
-  if (auto f = count(t, r, "ffn")) m.ffn_hidden_size = *f;
   if (auto g = yes_no(t, r, "gated_mlp"))
     m.gated_mlp = *g;
   else
     m.gated_mlp = gated_family(m.name);
   m.seq_length = required_count(t, r, "seq_len");
   m.vocab_size = required_count(t, r, "vocab");
+  if (auto f = count(t, r, "ffn"))
+    m.ffn_hidden_size = *f;
+  else if (m.gated_mlp)
+    m.ffn_hidden_size = gated_ffn(m, number(t, r, "params_b").value_or(0));
   m.validate();
 }
 
