@@ -439,6 +439,9 @@ TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
   EXPECT_DOUBLE_EQ(gbs("NVLink in node; 4 Omni-Path links per node (Omni-Path Architecture)"), 50);
   EXPECT_DOUBLE_EQ(gbs("2 x 400 Gb/s NDR per node"), 100);
   EXPECT_DOUBLE_EQ(gbs("Slingshot-11, 4 NICs per node at 200 Gb/s"), 100);
+  EXPECT_DOUBLE_EQ(gbs("8\u00d7HDR InfiniBand"), 200);
+  EXPECT_DOUBLE_EQ(gbs("InfiniBand HDR (200 Gb/s) x 8 per node"), 200);
+  EXPECT_DOUBLE_EQ(gbs("4 x NDR400"), 200);
   EXPECT_DOUBLE_EQ(gbs("NVLink/NVSwitch; HDR InfiniBand"), 0);
   EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s in node"), 0);
   EXPECT_DOUBLE_EQ(gbs("200 Gb/s per NIC"), 0);

@@ -92,6 +92,10 @@ double clause_node_gbs(const std::string& clause, int devices_per_node) {
     if (has_any(after, {"per gpu", "per device", "per gcd", "per accelerator", "/gpu", "each gpu"}))
       return gbs * devices_per_node;
     if (m[1].matched) return read_count(ascii_lower(m[1].str())) * gbs;
+    // "HDR (200 Gb/s) x 8": a count after the rate.
+    static const std::regex times("^\\)?\\s*x\\s*(\\d+)\\b");
+    std::smatch x;
+    if (std::regex_search(after, x, times) && std::stoi(x[1].str()) <= 32) return std::stoi(x[1].str()) * gbs;
     // "4 NICs per node at 200 Gb/s": a count of links elsewhere in the clause.
     static const std::regex links(
         "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?"
@@ -216,8 +220,11 @@ std::string infer_system(const std::string& device_text) {
   return "";
 }
 
-NodeNetworkText read_node_network(const std::string& interconnect, int devices_per_node) {
+NodeNetworkText read_node_network(const std::string& text, int devices_per_node) {
   NodeNetworkText out;
+  std::string interconnect = text;  // the multiplication sign as an x
+  for (size_t at = interconnect.find("\xc3\x97"); at != std::string::npos; at = interconnect.find("\xc3\x97", at))
+    interconnect.replace(at, 2, "x");
   const std::string t = ascii_lower(interconnect);
   if (const TechWord* w = first_tech(t)) out.technology = w->technology;
   size_t start = 0;
