@@ -74,51 +74,60 @@ int read_count(const std::string& w) {
   return it != words.end() ? it->second : std::stoi(w);
 }
 
-// GB/s per node a network clause states (0: none), `clause` as written.
-double clause_node_gbs(const std::string& clause, int devices_per_node) {
-  const std::string c = ascii_lower(clause);
-  // "4x25 GB/s", "eight 200 Gb/s NICs", "400 Gbps inter-node", "RoCE 400 Gb/s per GPU"
+// GB/s per node that a rate written in a clause gives ("4x25 GB/s", "eight
+// 200 Gb/s NICs", "400 Gbps inter-node", "RoCE 400 Gb/s per GPU"); -1 when
+// the clause writes no rate, 0 when it does not say how many links share it.
+double rate_node_gbs(const std::string& clause, int devices_per_node) {
   static const std::regex rate(
       "(?:\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)(?:\\s*x\\s*|\\s+))?"
       "(\\d+(?:\\.\\d+)?)\\s*(gbps|gb/s|gbit/s|gbit|gbyte/s|tbps|tb/s)",
       std::regex::icase);
   std::smatch m;
-  if (std::regex_search(clause, m, rate)) {
-    const std::string unit = m[3].str();
-    const bool bytes = unit.rfind("GB", 0) == 0 || ascii_lower(unit).find("byte") != std::string::npos;
-    const bool tera = ascii_lower(unit)[0] == 't';
-    const double gbs = std::stod(m[2].str()) * (tera ? 1000 : 1) / (bytes ? 1 : 8);
-    const std::string after = c.substr(size_t(m.position(0) + m.length(0)));
-    if (has_any(after, {"per gpu", "per device", "per gcd", "per accelerator", "/gpu", "each gpu"}))
-      return gbs * devices_per_node;
-    if (m[1].matched) return read_count(ascii_lower(m[1].str())) * gbs;
-    // "HDR (200 Gb/s) x 8": a count after the rate.
-    static const std::regex times("^\\)?\\s*x\\s*(\\d+)\\b");
-    std::smatch x;
-    if (std::regex_search(after, x, times) && std::stoi(x[1].str()) <= 32) return std::stoi(x[1].str()) * gbs;
-    // "4 NICs per node at 200 Gb/s": a count of links elsewhere in the clause.
-    static const std::regex links(
-        "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?"
-        "(?:[a-z0-9-]+\\s+){0,2}(nics?|hcas?|links?|ports?|adapters?|rails?|cards?)\\b");
-    std::smatch k;
-    if (std::regex_search(c, k, links) && read_count(k[1].str()) <= 32) return read_count(k[1].str()) * gbs;
-    if (has_any(c, {"per nic", "per link", "per port", "per hca", "per rail", "each"})) return 0;
-    if (has_any(c, {"per node", "inter-node", "internode", "between nodes", "per server", "node"})) return gbs;
-    return 0;
-  }
-  // "4 Omni-Path links", "8x HDR InfiniBand", "4 ConnectX-6 HCAs"
+  if (!std::regex_search(clause, m, rate)) return -1;
+  const std::string c = ascii_lower(clause), unit = m[3].str();
+  const bool bytes = unit.rfind("GB", 0) == 0 || ascii_lower(unit).find("byte") != std::string::npos;
+  const bool tera = ascii_lower(unit)[0] == 't';
+  const double gbs = std::stod(m[2].str()) * (tera ? 1000 : 1) / (bytes ? 1 : 8);
+  const std::string after = c.substr(size_t(m.position(0) + m.length(0)));
+  if (has_any(after, {"per gpu", "per device", "per gcd", "per accelerator", "/gpu", "each gpu"}))
+    return gbs * devices_per_node;
+  if (m[1].matched) return read_count(ascii_lower(m[1].str())) * gbs;
+  // "HDR (200 Gb/s) x 8": a count after the rate.
+  static const std::regex times("^\\)?\\s*x\\s*(\\d+)\\b");
+  std::smatch x;
+  if (std::regex_search(after, x, times) && std::stoi(x[1].str()) <= 32) return std::stoi(x[1].str()) * gbs;
+  // "4 NICs per node at 200 Gb/s": a count of links elsewhere in the clause.
+  static const std::regex links(
+      "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?"
+      "(?:[a-z0-9-]+\\s+){0,2}(nics?|hcas?|links?|ports?|adapters?|rails?|cards?)\\b");
+  std::smatch k;
+  if (std::regex_search(c, k, links) && read_count(k[1].str()) <= 32) return read_count(k[1].str()) * gbs;
+  if (has_any(c, {"per nic", "per link", "per port", "per hca", "per rail", "each"})) return 0;
+  if (has_any(c, {"per node", "inter-node", "internode", "between nodes", "per server", "node"})) return gbs;
+  return 0;
+}
+
+// GB/s per node of a count of links of a named kind ("4 Omni-Path links",
+// "8x HDR InfiniBand", "4 ConnectX-6 HCAs"); 0 for none.
+double counted_links_gbs(const std::string& clause) {
   static const std::regex counted(
       "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?(?:[a-z]+[- ])?"
       "(omni-?path|omni path|connectx-[67]|hdr|ndr|edr|slingshot)");
-  if (std::regex_search(c, m, counted)) {
-    const int n = read_count(m[1].str());
-    const TechWord* w = first_tech(m[2].str());
-    const std::string after = c.substr(size_t(m.position(0) + m.length(0)));
-    const bool links = has_any(after, {"link", "nic", "hca", "port", "adapter", "rail", "card", "infiniband"}) ||
-                       c.find('x', size_t(m.position(1) + m.length(1))) < size_t(m.position(2));
-    if (w && w->gbits > 0 && n >= 1 && n <= 32 && links) return n * w->gbits / 8;
-  }
-  return 0;
+  const std::string c = ascii_lower(clause);
+  std::smatch m;
+  if (!std::regex_search(c, m, counted)) return 0;
+  const int n = read_count(m[1].str());
+  const TechWord* w = first_tech(m[2].str());
+  const std::string after = c.substr(size_t(m.position(0) + m.length(0)));
+  const bool links = has_any(after, {"link", "nic", "hca", "port", "adapter", "rail", "card", "infiniband"}) ||
+                     c.find('x', size_t(m.position(1) + m.length(1))) < size_t(m.position(2));
+  return w && w->gbits > 0 && n >= 1 && n <= 32 && links ? n * w->gbits / 8 : 0;
+}
+
+// GB/s per node a network clause states (0: none), `clause` as written.
+double clause_node_gbs(const std::string& clause, int devices_per_node) {
+  const double rate = rate_node_gbs(clause, devices_per_node);
+  return rate >= 0 ? rate : counted_links_gbs(clause);
 }
 
 // Whether a clause of an interconnect text is about links inside a node.
