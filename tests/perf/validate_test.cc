@@ -442,6 +442,9 @@ TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
   EXPECT_DOUBLE_EQ(gbs("8\u00d7HDR InfiniBand"), 200);
   EXPECT_DOUBLE_EQ(gbs("InfiniBand HDR (200 Gb/s) x 8 per node"), 200);
   EXPECT_DOUBLE_EQ(gbs("4 x NDR400"), 200);
+  EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s per GPU; 8x200 Gb/s HDR"), 200);
+  EXPECT_DOUBLE_EQ(gbs("NVLink 3.0 (600 GB/s), InfiniBand HDR 200 Gb/s"), 0);
+  EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s and 8 HDR NICs"), 0);  // 4,800 GB/s: a misreading
   EXPECT_DOUBLE_EQ(gbs("NVLink/NVSwitch; HDR InfiniBand"), 0);
   EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s in node"), 0);
   EXPECT_DOUBLE_EQ(gbs("200 Gb/s per NIC"), 0);

@@ -130,14 +130,15 @@ double clause_node_gbs(const std::string& clause, int devices_per_node) {
   return rate >= 0 ? rate : counted_links_gbs(clause);
 }
 
-// Whether a clause of an interconnect text is about links inside a node.
+// Whether a clause of an interconnect text is about links inside a node:
+// it names one (NVLink, NVSwitch, Infinity Fabric, "in node") and no network
+// ("NVLink 600 GB/s per GPU" is not a NIC rate).
 bool in_node_clause(const std::string& c) {
   const bool inside = has_any(c, {"nvlink", "nvswitch", "infinity fabric", "xgmi", "in node", "in-node", "intra-node",
                                   "within a node", "in the node"});
-  const bool network =
-      has_any(c, {"inter-node", "internode", "between nodes", "nic", "hca", "infiniband", "roce", "omni", "slingshot",
-                  "ethernet", "rdma", "efa", "network", "per node", "connectx", "gbps", "gb/s"}) &&
-      !has_any(c, {"in node", "in-node", "intra-node", "within a node", "in the node"});
+  const bool network = has_any(c, {"inter-node", "internode", "between nodes", "nic", "hca", "infiniband", "roce",
+                                   "omni", "slingshot", "ethernet", "rdma", "efa", "network", "connectx"}) ||
+                       has_word(c, "hdr") || has_word(c, "ndr") || has_word(c, "edr");
   return inside && !network;
 }
 
@@ -243,6 +244,9 @@ NodeNetworkText read_node_network(const std::string& text, int devices_per_node)
     if (!in_node_clause(ascii_lower(clause))) out.node_gbs = clause_node_gbs(clause, devices_per_node);
     start = end + 1;
   }
+  // One 100 Gb/s link (12.5 GB/s) to eight 800 Gb/s ones (800 GB/s) a node;
+  // a figure outside is a misreading (an in-node rate taken for the NICs').
+  if (out.node_gbs < 5 || out.node_gbs > 800) out.node_gbs = 0;
   return out;
 }
 

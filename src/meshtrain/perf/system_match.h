@@ -35,7 +35,8 @@ std::string infer_system(const std::string& device_text);
 // or as a count of links of a named kind ("4 Omni-Path links": 100 Gb/s
 // each; HDR, ConnectX-6 and Slingshot 200, NDR and ConnectX-7 400, EDR 100).
 // Clauses about links inside a node (NVLink, NVSwitch, Infinity Fabric, "in
-// node") are not the network.
+// node") are not the network, and a node figure outside 5-800 GB/s is taken
+// as a misreading (0).
 struct NodeNetworkText {
   double node_gbs = 0;
   std::string technology;
