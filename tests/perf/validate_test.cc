@@ -541,6 +541,30 @@ TEST(Validate, BlankRecomputeTakesTheRecipeOfItsFramework) {
   EXPECT_EQ(perf::framework_profile("megatron-core-2024").recipe_recompute, std::nullopt);
 }
 
+// A blank stage_counting under BigScience's BF16 fork counts the embedding
+// and the head as layers, as every run published with it did (BLOOM's 70
+// layers on 12 stages); a published counting stays, and the 2021 profile
+// keeps blocks only.
+TEST(Validate, BlankStageCountingTakesTheRecipeOfItsFramework) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,precision,profile,stage_counting\n";
+  auto line = [](const std::string& id, const std::string& profile, const std::string& counting) {
+    return id + ",s,jeanzay-a100-80gb,70,14336,112,2048,250880,384,4,12,1,2048,2,full,no,no,150,hardware,bf16," +
+           profile + "," + counting + "\n";
+  };
+  const Validation v = validate_runs(table_of(header + line("bf16-fork", "megatron-deepspeed-2022", "") +
+                                              line("named", "megatron-deepspeed-2022", "transformer") +
+                                              line("2021", "megatron-deepspeed-2021", "")));
+  ASSERT_EQ(v.rows.size(), 3u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[0].config.stage_counting, StageCounting::embedding_head);
+  EXPECT_EQ(v.rows[0].filled.at("stage_counting"), "embedding-head");
+  EXPECT_EQ(v.rows[1].config.stage_counting, StageCounting::transformer);
+  EXPECT_EQ(v.rows[2].config.stage_counting, StageCounting::transformer);
+  EXPECT_EQ(v.rows[2].filled.count("stage_counting"), 0u);
+  EXPECT_NE(v.rows[0].prediction.step_time_s, v.rows[1].prediction.step_time_s);
+}
+
 // A published TFLOP/s without its kind is read as its profile publishes
 // them: hardware FLOPs (recompute counted) for Megatron-DeepSpeed, model
 // FLOPs for Megatron-Core; a kind that is neither is refused.

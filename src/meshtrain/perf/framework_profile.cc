@@ -149,6 +149,12 @@ void add_published_practice(FrameworkProfile& p) {
   // Megatron-LM from 2022 logs model FLOPs (its num_floating_point_operations
   // counts three passes), torchtitan and llm-foundry publish MFU.
   p.hardware_tflops = p.name == "megatron-lm-2021" || p.family == "megatron-deepspeed" || p.family == "deepspeed";
+  // BigScience's fork with the BF16_Optimizer counts the tied embedding and
+  // head as pipeline layers in every run published with it: BLOOM-176B's
+  // launch script and the prototypes from 2022-02-28 pass
+  // --pp-partition-method 'type:transformer|embedding' (tr11-176B-ml
+  // README and chronicles-prequel.md).
+  if (p.name == "megatron-deepspeed-2022") p.recipe_stage_counting = StageCounting::embedding_head;
 }
 
 std::vector<FrameworkProfile> build() {

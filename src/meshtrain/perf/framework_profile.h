@@ -25,6 +25,9 @@
 //                        where they agree: what a published run of it did
 //                        when its authors do not say (validate fills a blank
 //                        with it; plan still searches every option)
+//   recipe_stage_counting  likewise, what its published pipelines count as
+//                        layers when they split them (validate fills a blank
+//                        stage_counting with it)
 //   options              overlaps and the ZeRO runtime (perf_options.h)
 //   family               the code base the release belongs to: releases of
 //                        one family share their kernels and layer code, so
@@ -59,6 +62,7 @@ struct FrameworkProfile {
   StagePartition stage_partition = StagePartition::even;
   bool hardware_tflops = false;
   std::optional<Recompute> recipe_recompute;
+  std::optional<StageCounting> recipe_stage_counting;
   PerfOptions options;
   std::string basis;
 };

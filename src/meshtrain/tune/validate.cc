@@ -206,7 +206,9 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
 void read_stage_split(const CsvTable& t, size_t r, RunRow& p) {
   const int first = count(t, r, "first_stage_layers").value_or(0);
   const int last = count(t, r, "last_stage_layers").value_or(0);
-  const StageCounting counting = parse_stage_counting(ascii_lower(trim(t.field(r, "stage_counting"))));
+  const std::string named = ascii_lower(trim(t.field(r, "stage_counting")));
+  if (named.empty()) p.blanks.push_back("stage_counting");
+  const StageCounting counting = parse_stage_counting(named);
   p.space.first_stage_layers = p.fallback.first_stage_layers = first;
   p.space.last_stage_layers = p.fallback.last_stage_layers = last;
   p.space.stage_counting = p.fallback.stage_counting = counting;
@@ -356,6 +358,9 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
 void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   SearchSpace& s = p.space;
   if (s.recompute.empty() && f.recipe_recompute) s.recompute = {*f.recipe_recompute};
+  const bool blank_counting = std::find(p.blanks.begin(), p.blanks.end(), "stage_counting") != p.blanks.end();
+  if (blank_counting && f.recipe_stage_counting)
+    s.stage_counting = p.fallback.stage_counting = p.widened.stage_counting = *f.recipe_stage_counting;
   restrict_to_framework(f, s, p.model);  // a blank knob is an open list
   p.fallback.stage_partition = s.stage_partition;
   p.options = f.options;
@@ -507,6 +512,7 @@ std::map<std::string, std::string> filled_values(const RunRow& row, const Parall
     }
     if (b == "seq_parallel") f[b] = c.sequence_parallel ? "yes" : "no";
     if (b == "flash_attn") f[b] = c.flash_attention ? "yes" : "no";
+    if (b == "stage_counting" && c.pp > 1 && c.stage_counting == StageCounting::embedding_head) f[b] = "embedding-head";
   }
   return f;
 }
