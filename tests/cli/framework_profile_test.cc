@@ -28,8 +28,9 @@ nlohmann::json run_json(const std::string& args) {
 }
 
 TEST(FrameworkProfileCli, PredictMatchesValidateOfTheSameRow) {
-  // 26 layers on 4 stages: DeepSpeed's balanced partition (7 7 7 5); the
-  // BF16_Optimizer's fp32 all-reduce; the profile's efficiency data.
+  // 26 layers on 4 stages with the embedding and the head counted (28 items:
+  // DeepSpeed's balanced partition, 7 each); the BF16_Optimizer's fp32
+  // all-reduce; the profile's efficiency data.
   const fs::path csv = fs::temp_directory_path() / ("mt-profile-" + std::to_string(getpid()) + ".csv");
   std::ofstream(csv) << "id,source,system,layers,hidden,heads,ffn,seq_len,vocab,num_gpus,tp,pp,vpp,zero_stage,"
                         "global_batch,micro_batch,recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,"
@@ -44,21 +45,23 @@ TEST(FrameworkProfileCli, PredictMatchesValidateOfTheSameRow) {
       "--ffn-hidden-size 8192 --seq-length 2048 --vocab-size 50304 --tensor-model-parallel-size 2 "
       "--pipeline-model-parallel-size 4 --zero-stage 1 --recompute-granularity full --micro-batch-size 2 "
       "--global-batch-size 64 --bf16 --json";
-  const nlohmann::json p = run_json(layout + " --framework-profile megatron-deepspeed-2022");
+  // validate fills the row's blank counting with the profile's recipe (the
+  // embedding and the head counted); predict takes the counting it is given.
+  const nlohmann::json p = run_json(layout +
+                                    " --pipeline-layer-counting embedding-head"
+                                    " --framework-profile megatron-deepspeed-2022");
   ASSERT_FALSE(p.is_null());
   EXPECT_EQ(p["config"]["pipeline_stage_partition"], "balanced");
   EXPECT_EQ(p["framework_profile"], "megatron-deepspeed-2022");
+  EXPECT_EQ(v["rows"][0]["filled"]["stage_counting"], "embedding-head");
   EXPECT_DOUBLE_EQ(p["tokens_per_s"].get<double>(), v["rows"][0]["prediction"]["tokens_per_s"].get<double>());
   EXPECT_DOUBLE_EQ(p["memory_bytes_per_gpu"]["total"].get<double>(),
                    v["rows"][0]["prediction"]["memory_bytes_per_gpu"]["total"].get<double>());
+  const nlohmann::json blocks = run_json(layout + " --framework-profile megatron-deepspeed-2022");
+  ASSERT_FALSE(blocks.is_null());
+  EXPECT_EQ(blocks["config"]["pipeline_stage_partition"], "balanced");
   // The engine (no profile) refuses 26 layers on 4 stages.
   EXPECT_TRUE(run_json(layout).is_null());
-  // With the embedding and the head counted (28 items on 4 stages: 7 each),
-  // DeepSpeed still balances: the same partition as plan takes.
-  const nlohmann::json counted = run_json(layout + " --pipeline-layer-counting embedding-head"
-                                                   " --framework-profile megatron-deepspeed-2022");
-  ASSERT_FALSE(counted.is_null());
-  EXPECT_EQ(counted["config"]["pipeline_stage_partition"], "balanced");
 }
 
 }  // namespace
