@@ -422,6 +422,12 @@ TEST(Validate, BlankGatedFfnFollowsTheParameterCount) {
   EXPECT_EQ(runs.rows[3].model.ffn(), 52992);  // 53,248 from the exact count (405.9 billion)
   EXPECT_EQ(runs.rows[4].model.ffn(), 11008);
   EXPECT_EQ(runs.rows[5].model.ffn(), 4 * 12288);
+  const tune::RunRows odd =
+      tune::read_runs(table_of(header + row("huge", "Llama 99999999999999999999B", "", 32, 4096, 32, 32, 32000) +
+                               row("vast", "Llama", "1e30", 32, 4096, 32, 32, 32000)));
+  ASSERT_EQ(odd.rows.size(), 2u);
+  EXPECT_EQ(odd.rows[0].model.ffn(), 11008);
+  EXPECT_EQ(odd.rows[1].model.ffn(), 11008);
 }
 
 // An interconnect column's words give a node's network: rates as written
@@ -445,6 +451,10 @@ TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
   EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s per GPU; 8x200 Gb/s HDR"), 200);
   EXPECT_DOUBLE_EQ(gbs("NVLink 3.0 (600 GB/s), InfiniBand HDR 200 Gb/s"), 0);
   EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s and 8 HDR NICs"), 0);  // 4,800 GB/s: a misreading
+  // Long digit runs are no counts and no rates (no overflow).
+  EXPECT_DOUBLE_EQ(gbs("123456789012345678901234567890 Gbps inter-node"), 0);
+  EXPECT_DOUBLE_EQ(gbs("99999999999999 NICs per node at 200 Gb/s"), 0);
+  EXPECT_DOUBLE_EQ(gbs("200 Gb/s x 99999999999999 per node"), 25);
   EXPECT_DOUBLE_EQ(gbs("NVLink/NVSwitch; HDR InfiniBand"), 0);
   EXPECT_DOUBLE_EQ(gbs("NVLink 600 GB/s in node"), 0);
   EXPECT_DOUBLE_EQ(gbs("200 Gb/s per NIC"), 0);

@@ -71,7 +71,8 @@ int read_count(const std::string& w) {
                                                    {"four", 4}, {"six", 6},     {"eight", 8},
                                                    {"ten", 10}, {"twelve", 12}, {"sixteen", 16}};
   const auto it = words.find(w);
-  return it != words.end() ? it->second : std::stoi(w);
+  if (it != words.end()) return it->second;
+  return w.size() <= 3 ? std::stoi(w) : 0;  // a count of links has few digits
 }
 
 // GB/s per node that a rate written in a clause gives ("4x25 GB/s", "eight
@@ -80,7 +81,7 @@ int read_count(const std::string& w) {
 double rate_node_gbs(const std::string& clause, int devices_per_node) {
   static const std::regex rate(
       "(?:\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)(?:\\s*x\\s*|\\s+))?"
-      "(\\d+(?:\\.\\d+)?)\\s*(gbps|gb/s|gbit/s|gbit|gbyte/s|tbps|tb/s)",
+      "(\\d{1,6}(?:\\.\\d{1,6})?)\\s*(gbps|gb/s|gbit/s|gbit|gbyte/s|tbps|tb/s)",
       std::regex::icase);
   std::smatch m;
   if (!std::regex_search(clause, m, rate)) return -1;
@@ -93,7 +94,7 @@ double rate_node_gbs(const std::string& clause, int devices_per_node) {
     return gbs * devices_per_node;
   if (m[1].matched) return read_count(ascii_lower(m[1].str())) * gbs;
   // "HDR (200 Gb/s) x 8": a count after the rate.
-  static const std::regex times("^\\)?\\s*x\\s*(\\d+)\\b");
+  static const std::regex times("^\\)?\\s*x\\s*(\\d{1,3})\\b");
   std::smatch x;
   if (std::regex_search(after, x, times) && std::stoi(x[1].str()) <= 32) return std::stoi(x[1].str()) * gbs;
   // "4 NICs per node at 200 Gb/s": a count of links elsewhere in the clause.

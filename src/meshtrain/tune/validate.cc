@@ -141,7 +141,7 @@ int family_kv_heads(const std::string& model_name, int heads) {
 // The parameter count a model's name states ("Llama 3.1 8B", "L3-70B"), in
 // billions; 0 for none.
 double named_size_b(const std::string& name) {
-  static const std::regex size("(\\d+(?:\\.\\d+)?)\\s*b\\b", std::regex::icase);
+  static const std::regex size("\\b(\\d{1,5}(?:\\.\\d{1,3})?)\\s*b\\b", std::regex::icase);
   double best = 0;
   for (auto it = std::sregex_iterator(name.begin(), name.end(), size); it != std::sregex_iterator(); ++it)
     best = std::max(best, std::stod((*it)[1].str()));
@@ -172,9 +172,9 @@ int gated_ffn(const ModelConfig& shape, double params_b) {
   m.ffn_hidden_size = 512;
   const double per_unit = (double(m.num_parameters()) - at256) / 256;
   const double width = 256 + (params_b * 1e9 - at256) / per_unit;
+  if (!(width >= 2.0 * shape.hidden_size && width <= 8.0 * shape.hidden_size)) return rule;
   const int rounded = int(std::lround(width / 256)) * 256;
-  if (std::fabs(double(rounded) / rule - 1) < 0.1) return rule;
-  return rounded >= 2 * shape.hidden_size && rounded <= 8 * shape.hidden_size ? rounded : rule;
+  return std::fabs(double(rounded) / rule - 1) < 0.1 ? rule : rounded;
 }
 
 void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
