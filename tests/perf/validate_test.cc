@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/perf/system_match.h"
 #include "meshtrain/perf/system_spec.h"
@@ -506,6 +507,12 @@ TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   EXPECT_FALSE(perf::system_exists("dgx-a100-40gb@fast"));
   EXPECT_FALSE(perf::system_exists("dgx-a100-40gb@-5"));
   EXPECT_FALSE(perf::system_exists("no-such-system@50"));
+  // A NUL byte would name the presets' folder to the OS: no file, an Error;
+  // as text the name still says Frontier.
+  const std::string nul("\0\0frontier", 10);
+  EXPECT_FALSE(perf::system_exists(nul));
+  EXPECT_THROW(perf::load_system_spec(nul), meshtrain::Error);
+  EXPECT_EQ(perf::match_system(nul, "", "").name, "frontier");
 }
 
 // Labelled with the DGX file, a Jean Zay row that states its Omni-Path links

@@ -318,10 +318,12 @@ namespace {
 
 SystemSpec load_file(const std::string& name_or_path) {
   namespace fs = std::filesystem;
-  fs::path p = name_or_path;
-  if (!fs::exists(p) || fs::is_directory(p)) p = fs::path(config_root()) / "systems" / (name_or_path + ".json");
-  check(fs::exists(p), "system '{}' not found (neither a file nor a preset in {}/systems)", name_or_path,
-        config_root());
+  // A name with a NUL byte would name another path to the OS.
+  const bool nul = name_or_path.find('\0') != std::string::npos;
+  fs::path p = nul ? fs::path() : fs::path(name_or_path);
+  if (!nul && !fs::is_regular_file(p)) p = fs::path(config_root()) / "systems" / (name_or_path + ".json");
+  check(!nul && fs::is_regular_file(p), "system '{}' not found (neither a file nor a preset in {}/systems)",
+        nul ? "(a name with a NUL byte)" : name_or_path, config_root());
   std::ifstream f(p);
   SystemSpec s;
   try {
@@ -339,10 +341,10 @@ SystemSpec load_file(const std::string& name_or_path) {
 
 bool file_exists(const std::string& name_or_path) {
   namespace fs = std::filesystem;
-  if (name_or_path.empty()) return false;
+  if (name_or_path.empty() || name_or_path.find('\0') != std::string::npos) return false;
   const fs::path p = name_or_path;
-  if (fs::exists(p) && !fs::is_directory(p)) return true;
-  return fs::exists(fs::path(config_root()) / "systems" / (name_or_path + ".json"));
+  if (fs::is_regular_file(p)) return true;
+  return fs::is_regular_file(fs::path(config_root()) / "systems" / (name_or_path + ".json"));
 }
 
 // "NAME@GBS": the preset and the node bandwidth, when `name` is one.
