@@ -66,6 +66,9 @@ bool names_technology(const std::string& description, const std::string& tech) {
   return false;
 }
 
+// A count as tables write it: digits or a number word (read_count).
+const std::string kCount = "(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)";
+
 int read_count(const std::string& w) {
   static const std::map<std::string, int> words = {{"one", 1},  {"two", 2},     {"three", 3},
                                                    {"four", 4}, {"six", 6},     {"eight", 8},
@@ -80,7 +83,7 @@ int read_count(const std::string& w) {
 // the clause writes no rate, 0 when it does not say how many links share it.
 double rate_node_gbs(const std::string& clause, int devices_per_node) {
   static const std::regex rate(
-      "(?:\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)(?:\\s*x\\s*|\\s+))?"
+      "(?:\\b" + kCount + "(?:\\s*x\\s*|\\s+))?"
       "(\\d{1,6}(?:\\.\\d{1,6})?)\\s*(gbps|gb/s|gbit/s|gbit|gbyte/s|tbps|tb/s)",
       std::regex::icase);
   std::smatch m;
@@ -99,7 +102,7 @@ double rate_node_gbs(const std::string& clause, int devices_per_node) {
   if (std::regex_search(after, x, times) && std::stoi(x[1].str()) <= 32) return std::stoi(x[1].str()) * gbs;
   // "4 NICs per node at 200 Gb/s": a count of links elsewhere in the clause.
   static const std::regex links(
-      "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?"
+      "\\b" + kCount + "\\s*(?:x\\s*)?"
       "(?:[a-z0-9-]+\\s+){0,2}(nics?|hcas?|links?|ports?|adapters?|rails?|cards?)\\b");
   std::smatch k;
   if (std::regex_search(c, k, links) && read_count(k[1].str()) <= 32) return read_count(k[1].str()) * gbs;
@@ -112,7 +115,7 @@ double rate_node_gbs(const std::string& clause, int devices_per_node) {
 // "8x HDR InfiniBand", "4 ConnectX-6 HCAs"); 0 for none.
 double counted_links_gbs(const std::string& clause) {
   static const std::regex counted(
-      "\\b(\\d+|one|two|three|four|six|eight|ten|twelve|sixteen)\\s*(?:x\\s*)?(?:[a-z]+[- ])?"
+      "\\b" + kCount + "\\s*(?:x\\s*)?(?:[a-z]+[- ])?"
       "(omni-?path|omni path|connectx-[67]|hdr|ndr|edr|slingshot)");
   const std::string c = ascii_lower(clause);
   std::smatch m;
@@ -251,7 +254,7 @@ NodeNetworkText read_node_network(const std::string& text, int devices_per_node)
   return out;
 }
 
-std::vector<std::string> system_presets() {
+const std::vector<std::string>& system_presets() {
   namespace fs = std::filesystem;
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;

@@ -8,8 +8,8 @@
 // that cluster's network is a quarter of the DGX's at half its efficiency:
 // its data-parallel runs are priced up to 60% too fast. So where the text
 // states a different memory size or a different node network, match_system
-// takes the file of the same device that has it; where no file has it, the
-// named file stays.
+// takes the file of the same device that has it; where no file has that
+// network, the named file with its network scaled to it.
 #pragma once
 
 #include <string>
@@ -62,6 +62,6 @@ struct SystemMatch {
 SystemMatch match_system(const std::string& named, const std::string& gpu_text, const std::string& interconnect_text);
 
 // The names of the system presets (configs/systems/*.json), sorted.
-std::vector<std::string> system_presets();
+const std::vector<std::string>& system_presets();
 
 }  // namespace meshtrain::perf
