@@ -450,7 +450,8 @@ TEST(ProfileEfficiency, MegatronDeepSpeedPaysPerLayerPass) {
 TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   using perf::infer_profile;
   EXPECT_EQ(infer_profile("torchtitan (FSDP2, eager)", ""), "torchtitan-2024");
-  EXPECT_EQ(infer_profile("NVIDIA NeMo 24.05", ""), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("NVIDIA NeMo 24.05", ""), "nemo-2024");
+  EXPECT_EQ(infer_profile("Megatron-Core r0.8.0", ""), "megatron-core-2024");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (bigscience fork, 2022-02)", ""), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (ROCm 5.7, FlashAttention-2 port)", ""), "megatron-deepspeed-2023");
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed (bigscience fork) + DeepSpeed BF16_Optimizer (ZeRO-1)", ""),
@@ -518,7 +519,7 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
     }
     return tune::read_runs(u);
   };
-  EXPECT_EQ(profile_of("nemo-24").rows.at(0).profile, "megatron-core-2024");
+  EXPECT_EQ(profile_of("nemo-24").rows.at(0).profile, "nemo-2024");
   EXPECT_EQ(profile_of("deepspeed-zero3-2022").rows.at(0).profile, "deepspeed-zero3");
   EXPECT_EQ(profile_of("maxtext-2024", "torchtitan").rows.at(0).profile, "torchtitan-2024");
   const tune::RunRows bad = profile_of("maxtext-2024");

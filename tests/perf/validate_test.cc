@@ -125,22 +125,27 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 3.5%, max 31.1%; BigScience's 72-layer sweep ranked at Spearman
+// (median 3.3%, max 68.1%; BigScience's 72-layer sweep ranked at Spearman
 // 0.81, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
-// GPUs at 0.95): held as a regression guard, not a target.
+// GPUs at 0.95): held as a regression guard, not a target. The maximum is
+// BloombergGPT's ZeRO-3 run on 512 A100 40GB over EFA (+68%, its micro-batch
+// not published and planned at the best), the known miss the docs name.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
   EXPECT_TRUE(cv.held_out.skipped.empty());
-  EXPECT_EQ(cv.held_out.all.rows, 170);
-  EXPECT_EQ(cv.sources.size(), 20u);
+  EXPECT_EQ(cv.held_out.all.rows, 199);
+  EXPECT_EQ(cv.sources.size(), 28u);
   EXPECT_LE(cv.held_out.all.median_abs_error, 0.08);
-  EXPECT_LE(cv.held_out.all.max_abs_error, 0.40);
-  // Every published run fits; four of the six layouts BigScience reported
-  // out of memory are predicted to fit (76.0, 79.1, 73.8 and 54.0 GiB live
-  // of 80).
-  EXPECT_TRUE(cv.held_out.not_fitting.empty());
+  EXPECT_LE(cv.held_out.all.max_abs_error, 0.75);
+  // Every published run but one fits: NeMo's Nemotron-4 340B on 128 H100
+  // (DP 2) is predicted at 95 GiB of 80 with fp32 main gradients, whose
+  // recipe (bf16 gradient sync, optimizer state as NeMo's optimizer keeps it)
+  // the model does not price yet. Four of the six layouts BigScience
+  // reported out of memory are predicted to fit (76.0, 79.1, 73.8 and 54.0
+  // GiB live of 80).
+  EXPECT_EQ(cv.held_out.not_fitting, std::vector<std::string>{"dgxc-nemotron4-340b-bf16-128"});
   EXPECT_EQ(cv.held_out.oom_mismatch,
             (std::vector<std::string>{"bloom-prequel-181b-dp32-tp2-pp6-mbs1-gbs2048",
                                       "bloom-prequel-184b-l100-h64-dp16-tp4-pp6-mbs2-bf16-0228",

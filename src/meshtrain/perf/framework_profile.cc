@@ -93,7 +93,7 @@ void add_capabilities(FrameworkProfile& p) {
   // attention through TransformerEngine, 2024) and torchtitan's
   // experimental context_parallel (ring attention over DTensor, Liang et
   // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
-  p.context_parallel = p.name == "megatron-core-2024" || p.name == "torchtitan-2024";
+  p.context_parallel = p.name == "megatron-core-2024" || p.name == "nemo-2024" || p.name == "torchtitan-2024";
   // Hybrid sharding: PyTorch FSDP's ShardingStrategy.HYBRID_SHARD (PyTorch
   // 2.0, 2023: sharded inside a group, replicated across groups), which
   // Composer passes through and torchtitan runs as dp_replicate x dp_shard
@@ -183,7 +183,8 @@ std::vector<FrameworkProfile> build() {
            "distributed optimizer in the published runs, no flash attention (added 2023)"),
       make("megatron-deepspeed-2021", "megatron-deepspeed", {false, false, false, false, false}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
-           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism (ZeRO-2/3, DeepSpeed's own, at PP 1); "
+           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism (ZeRO-2/3, DeepSpeed's own, at PP "
+           "1); "
            "full activation checkpointing; "
            "Megatron's 2021 tensor parallelism without sequence parallelism"),
       make("megatron-deepspeed-2022", "megatron-deepspeed", {false, false, false, false, false}, {0, 1, 2, 3}, none,
@@ -198,6 +199,11 @@ std::vector<FrameworkProfile> build() {
            "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed "
            "optimizer, TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather "
            "--tp-comm-overlap and overlapped pipeline sends as its README's H100 table lists"),
+      make("nemo-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
+           "NVIDIA NeMo Framework 24.x containers (Megatron-Core models through NeMo's recipes, as NVIDIA's DGX "
+           "Cloud benchmarking recipes of 2024 run them): megatron-core-2024's features and overlaps, the "
+           "recipes setting TransformerEngine's userbuffer TP overlap (ub_tp_comm_overlap) and overlap_p2p_comm; "
+           "a later software generation than Megatron-Core r0.8's README table, with its own efficiency point"),
       make("deepspeed-zero3", "deepspeed", {false, false, false, false, false}, {3},
            overlapping(true, false, false, false, deepspeed),
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
@@ -353,7 +359,8 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
                     has("zero stage") || has("zero++") || has("zero-infinity") || has("zero-offload");
   const bool deepspeed = has("deepspeed") || (zero && !has("fsdp") && !has("fairscale"));
   if (has("torchtitan") || has("fsdp2")) return "torchtitan-2024";
-  if (has("megatron-core") || has("megatron core") || has("mcore") || has("nemo")) return "megatron-core-2024";
+  if (has("nemo")) return "nemo-2024";
+  if (has("megatron-core") || has("megatron core") || has("mcore")) return "megatron-core-2024";
   if ((has("megatron") && deepspeed) || has("neox")) {
     const bool fa2 = has("flashattention-2") || has("flash-attention-2") || has("flash attention 2") || has("fa2");
     if (year >= 2023 || fa2) return "megatron-deepspeed-2023";

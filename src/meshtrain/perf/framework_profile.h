@@ -76,7 +76,7 @@ const FrameworkProfile* find_framework_profile(const std::string& name);
 
 // The profile a published run's free-text framework description names, for
 // rows that give no profile: torchtitan or FSDP2 -> torchtitan-2024;
-// Megatron-Core or NeMo -> megatron-core-2024; Megatron with DeepSpeed (and
+// NeMo -> nemo-2024; Megatron-Core -> megatron-core-2024; Megatron with DeepSpeed (and
 // GPT-NeoX) -> megatron-deepspeed-2021, -2022 where it names DeepSpeed's
 // BF16_Optimizer or the run is bf16 from March 2022 or a bare 2022
 // (`precision` "bf16": the optimizer DeepSpeed then takes), -2023 from 2023 or with

@@ -127,14 +127,15 @@ int llama_generation(const std::string& n) {
 // whose released models all use grouped-query attention with 8 (their
 // config.json num_key_value_heads): every Llama 3 size (Llama Team 2024,
 // Table 3), Llama 2 at 34B and 70B (Touvron et al. 2023, Table 1: GQA for
-// those two), Mistral 7B and Mixtral; otherwise as many as the attention
+// those two), Mistral 7B and Mixtral, Nemotron-4 15B and 340B (Parmar et al.
+// 2024, Table 1; NVIDIA 2024, Table 1); otherwise as many as the attention
 // heads (0).
 int family_kv_heads(const std::string& model_name, int heads) {
   const std::string n = ascii_lower(model_name);
   const int llama = llama_generation(n);
-  const bool gqa = llama == 3 ||
-                   (llama == 2 && (n.find("70b") != std::string::npos || n.find("34b") != std::string::npos)) ||
-                   n.find("mistral") != std::string::npos || n.find("mixtral") != std::string::npos;
+  auto has = [&](const char* w) { return n.find(w) != std::string::npos; };
+  const bool gqa = llama == 3 || (llama == 2 && (has("70b") || has("34b"))) || has("mistral") || has("mixtral") ||
+                   has("nemotron-4") || has("nemotron4") || has("nemotron 4");
   return gqa && heads > 8 && heads % 8 == 0 ? 8 : 0;
 }
 
