@@ -424,6 +424,30 @@ TEST(ProfileEfficiency, Bf16OptimizerAllReducesFp32Gradients) {
   EXPECT_DOUBLE_EQ(bf16opt.optimizer, deepspeed.optimizer);
 }
 
+// Megatron-Core's gradient buckets hold max(40M, 1M x DP) elements: at DP
+// 256 a bucket is 6.4 times Megatron-LM's constant 40M, so the last bucket,
+// reduced after the backward, is 6.4 times the share of the gradients, and
+// the fewer calls pay less ring latency than 40M buckets do.
+TEST(ProfileEfficiency, MegatronCoreBucketsGrowWithDataParallelism) {
+  const perf::PerfOptions& core = perf::framework_profile("megatron-core-2024").options;
+  ASSERT_TRUE(core.dp_scaled_buckets && core.overlap_grad_reduce);
+  EXPECT_TRUE(perf::framework_profile("nemo-2024").options.dp_scaled_buckets);
+  EXPECT_FALSE(perf::framework_profile("megatron-lm-2022").options.dp_scaled_buckets);
+  perf::PerfOptions constant = core;
+  constant.dp_scaled_buckets = false;
+  const ModelConfig m = load_model_config("22b");  // 2.7e9 parameters a rank at TP 8
+  const perf::SystemSpec s = perf::load_system_spec("dgx-a100-80gb");
+  perf::PerfCache cache;
+  const ParallelConfig small = bf16_full_recompute(8, 1, 32, 1, 32), large = bf16_full_recompute(8, 1, 256, 1, 256);
+  const perf::StepCosts a = perf::step_costs(m, small, s, core, cache), b = perf::step_costs(m, large, s, core, cache);
+  // (the flat buffers are padded to a multiple of DP: 1e-3 of difference)
+  EXPECT_NEAR(b.grad_bucket_fraction[0] / a.grad_bucket_fraction[0], 6.4, 6.4e-3);
+  const perf::StepCosts c = perf::step_costs(m, large, s, constant, cache);
+  EXPECT_NEAR(c.grad_bucket_fraction[0] / a.grad_bucket_fraction[0], 1.0, 1e-3);
+  EXPECT_LT(b.grad_reduce_s[0][0], c.grad_reduce_s[0][0]);
+  EXPECT_LT(b.param_gather_s[0], c.param_gather_s[0]);
+}
+
 // Megatron-DeepSpeed 2021 pays a host cost per layer pass: a chunk of L
 // fully recomputed layers costs L passes more forward and 2 L more backward
 // (recompute and backward) per micro-batch, nothing else changes.

@@ -117,6 +117,8 @@ void add_runtime(FrameworkProfile& p) {
   // Megatron-LM's asynchronous column-parallel backward, default since v3.0
   // (2022; the SC21 runs predate it).
   if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;
+  // Megatron-Core's gradient buckets grow with DP (2024 releases).
+  if (p.name == "megatron-core-2024" || p.name == "nemo-2024") p.options.dp_scaled_buckets = true;
   if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
     p.options.layer_pass_overhead_s = 2e-3;
   if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;

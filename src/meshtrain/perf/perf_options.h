@@ -115,6 +115,14 @@ struct PerfOptions {
   bool overlap_param_gather = false;  // ZeRO-1/2 parameter all-gather runs under the next forward
   bool tp_comm_overlap = false;       // TP collectives pipelined with the adjacent GEMMs
   bool overlap_p2p_comm = false;      // pipeline sends do not hold the sender
+  // Megatron-Core's default gradient bucket under overlap_grad_reduce:
+  // max(40M, 1M x DP) elements (DistributedDataParallelConfig.bucket_size:
+  // "larger DP sizes need larger buckets to ensure collectives do not become
+  // latency-bound"), DP counting context-parallel ranks. Else 40M, Megatron-
+  // LM's earlier constant and the engine's. Each bucket is one collective;
+  // the last one reduced after the backward and, with overlap_param_gather,
+  // the first one gathered before the forward wait uncovered.
+  bool dp_scaled_buckets = false;
   // Megatron-LM's column-parallel backward (LinearWithGradAccumulationAnd-
   // AsyncCommunication, 2022 on; --no-async-tensor-model-parallel-allreduce
   // turns it off): the input gradient's all-reduce, or with sequence

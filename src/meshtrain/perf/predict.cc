@@ -91,8 +91,10 @@ StageEnd stage_end(const StepCosts& sc, const StageTimeline& t, int st, const Pa
   e.reduce_end_s = reduction_end(sc, t, st, p.vpp, o, sm_share);
   e.sync_s = (st == 0 || st == p.pp - 1) ? sc.embedding_sync_s : 0.0;
   // Overlapped, the gather hides behind the next step's forward and costs
-  // it the collective's SM share.
-  e.gather_s = (o.overlap_param_gather ? sm_share : 1.0) * sc.param_gather_s[st];
+  // it the collective's SM share, but for its first bucket, which the
+  // forward's first layers wait for.
+  const double first = sc.grad_bucket_fraction[st];
+  e.gather_s = (o.overlap_param_gather ? first + sm_share * (1 - first) : 1.0) * sc.param_gather_s[st];
   e.end_s = e.reduce_end_s + e.sync_s + sc.optimizer_s[st] + e.gather_s;
   return e;
 }

@@ -580,6 +580,19 @@ class StepPricer {
     return bytes;
   }
 
+  // Elements per gradient bucket (PerfOptions::dp_scaled_buckets).
+  double bucket_elements() const {
+    return o_.dp_scaled_buckets ? std::max(kBucketElements, 1e6 * p_.dp * p_.cp) : kBucketElements;
+  }
+
+  // The collective over `numel` elements as `per_bucket` frameworks issue
+  // it (Megatron's overlapped reduction and gather: one call per bucket,
+  // each paying the collective's latency), else as one call.
+  double bucketed(Over g, Collective k, double numel, double bytes_per_element, bool per_bucket) const {
+    const double n = per_bucket ? std::max(1.0, std::ceil(numel / bucket_elements())) : 1.0;
+    return n * group_time(g, k, numel / n * bytes_per_element);
+  }
+
   // A framework's copies around its ZeRO-2/3 collectives, per micro-batch
   // (ZeroRuntime::gather_copy_out, grad_copy_in): memory-bound passes over
   // the chunk's `numel` elements on the compute stream.
@@ -612,11 +625,11 @@ class StepPricer {
     const bool fp32_allreduce = fp32_gradient_allreduce(o_, p_);
     const double step_gbytes = reduced_gradient_bytes();
     if (p_.zero_stage == 0 || fp32_allreduce) {
-      time_s = group_time(Over::dp, Collective::all_reduce, numel * step_gbytes);
+      time_s = bucketed(Over::dp, Collective::all_reduce, numel, step_gbytes, o_.overlap_grad_reduce);
       return group_sent(Over::dp, Collective::all_reduce, numel * step_gbytes);
     }
     if (p_.zero_stage != 1) return 0;
-    time_s = group_time(Over::shard, Collective::reduce_scatter, numel * step_gbytes);
+    time_s = bucketed(Over::shard, Collective::reduce_scatter, numel, step_gbytes, o_.overlap_grad_reduce);
     double sent = group_sent(Over::shard, Collective::reduce_scatter, numel * step_gbytes);
     if (p_.hybrid_shard()) {  // the reduced shard all-reduced across the replicas
       const double shard_bytes = numel * step_gbytes / p_.shard_size();
@@ -644,10 +657,11 @@ class StepPricer {
       cp_bytes += mb * blocks.cp_bytes;
     }
     if (p_.zero_stage == 1 || p_.zero_stage == 2) {
-      r.param_gather_s[st] = group_time(Over::shard, Collective::all_gather, double(L.numel) * pbytes_);
+      r.param_gather_s[st] =
+          bucketed(Over::shard, Collective::all_gather, double(L.numel), pbytes_, o_.overlap_param_gather);
       dp_bytes += group_sent(Over::shard, Collective::all_gather, double(L.numel) * pbytes_);
     }
-    r.grad_bucket_fraction[st] = std::min(1.0, kBucketElements / std::max(1.0, double(L.numel)));
+    r.grad_bucket_fraction[st] = std::min(1.0, bucket_elements() / std::max(1.0, double(L.numel)));
     const double shard = p_.zero_stage >= 1 ? double(L.numel) / p_.shard_size() : double(L.numel);
     r.optimizer_s[st] = pr_.memory(shard * (p_.bf16 ? 34 : 32));
     r.tp_bytes[st] = tp_bytes;
