@@ -11,6 +11,7 @@
 #include <string>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/model_config.h"
 #include "meshtrain/perf/framework_profile.h"
 #include "meshtrain/perf/system_match.h"
 #include "meshtrain/perf/system_spec.h"
@@ -518,6 +519,16 @@ TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   EXPECT_FALSE(perf::system_exists(nul));
   EXPECT_THROW(perf::load_system_spec(nul), meshtrain::Error);
   EXPECT_EQ(perf::match_system(nul, "", "").name, "frontier");
+  // A name the OS refuses (longer than a file name may be; a file used as a
+  // folder) is no file either, not a filesystem exception.
+  const std::string long_name(300, 'x');
+  EXPECT_FALSE(perf::system_exists(long_name));
+  EXPECT_FALSE(perf::system_exists(long_name + "@50"));
+  EXPECT_THROW(perf::load_system_spec(long_name), meshtrain::Error);
+  const std::string file_as_folder = MESHTRAIN_SOURCE_DIR "/configs/systems/frontier.json/x";
+  EXPECT_FALSE(perf::system_exists(file_as_folder));
+  EXPECT_THROW(perf::load_system_spec(file_as_folder), meshtrain::Error);
+  EXPECT_THROW(load_model_config(long_name), meshtrain::Error);
 }
 
 // Labelled with the DGX file, a Jean Zay row that states its Omni-Path links

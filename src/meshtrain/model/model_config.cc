@@ -190,7 +190,8 @@ ModelConfig load_model_config(const std::string& name_or_path) {
   // A bare name is a preset; anything with a slash or a .json suffix a file.
   const bool is_path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".json";
   const fs::path p = is_path ? fs::path(name_or_path) : fs::path(config_root()) / "models" / (name_or_path + ".json");
-  check(fs::is_regular_file(p), "model '{}' not found ({} is not a file{})", name_or_path, p.string(),
+  std::error_code ec;
+  check(fs::is_regular_file(p, ec), "model '{}' not found ({} is not a file{})", name_or_path, p.string(),
         is_path ? "" : "; presets live in " + config_root() + "/models");
   std::ifstream f(p);
   nlohmann::json j;

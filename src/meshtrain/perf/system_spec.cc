@@ -321,8 +321,9 @@ SystemSpec load_file(const std::string& name_or_path) {
   // A name with a NUL byte would name another path to the OS.
   const bool nul = name_or_path.find('\0') != std::string::npos;
   fs::path p = nul ? fs::path() : fs::path(name_or_path);
-  if (!nul && !fs::is_regular_file(p)) p = fs::path(config_root()) / "systems" / (name_or_path + ".json");
-  check(!nul && fs::is_regular_file(p), "system '{}' not found (neither a file nor a preset in {}/systems)",
+  std::error_code ec;  // a name the OS refuses (too long, a file as a folder) is no file
+  if (!nul && !fs::is_regular_file(p, ec)) p = fs::path(config_root()) / "systems" / (name_or_path + ".json");
+  check(!nul && fs::is_regular_file(p, ec), "system '{}' not found (neither a file nor a preset in {}/systems)",
         nul ? "(a name with a NUL byte)" : name_or_path, config_root());
   std::ifstream f(p);
   SystemSpec s;
@@ -343,8 +344,9 @@ bool file_exists(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   if (name_or_path.empty() || name_or_path.find('\0') != std::string::npos) return false;
   const fs::path p = name_or_path;
-  if (fs::is_regular_file(p)) return true;
-  return fs::is_regular_file(fs::path(config_root()) / "systems" / (name_or_path + ".json"));
+  std::error_code ec;  // a name the OS refuses (too long, a file as a folder) is no file
+  if (fs::is_regular_file(p, ec)) return true;
+  return fs::is_regular_file(fs::path(config_root()) / "systems" / (name_or_path + ".json"), ec);
 }
 
 // "NAME@GBS": the preset and the node bandwidth, when `name` is one.
