@@ -125,8 +125,23 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
     }
 }
 
+// The ZeRO-3 runs beyond a node that stay out of the fit
+// (docs/PERFORMANCE-MODEL.md, "ZeRO-3 beyond a node, not in the set"): every
+// row is read and compared, and the 1,024-GPU ZeRO-3 ones are still the
+// miss the docs state (predicted more than twice as fast as published).
+TEST(Validate, ZeroThreeAtScaleRunsAreReadAndStillMissed) {
+  const Validation v = validate_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/zero3-at-scale-runs.csv"));
+  EXPECT_TRUE(v.skipped.empty());
+  EXPECT_EQ(v.all.rows, 5);
+  for (const RowResult& r : v.rows) {
+    if (r.id == "amsp-ds-zero3-l13b-1024" || r.id == "amsp-ds-zero3-l7b-1024") {
+      EXPECT_GT(r.error, 1.0) << r.id;
+    }
+  }
+}
+
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 3.5%, max 68.1%; BigScience's 72-layer sweep ranked at Spearman
+// (median 3.7%, max 68.1%; BigScience's 72-layer sweep ranked at Spearman
 // 0.81, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target. The maximum is
@@ -136,7 +151,7 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
   EXPECT_TRUE(cv.held_out.skipped.empty());
-  EXPECT_EQ(cv.held_out.all.rows, 199);
+  EXPECT_EQ(cv.held_out.all.rows, 201);
   EXPECT_EQ(cv.sources.size(), 28u);
   EXPECT_LE(cv.held_out.all.median_abs_error, 0.08);
   EXPECT_LE(cv.held_out.all.max_abs_error, 0.75);
