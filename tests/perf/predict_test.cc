@@ -99,7 +99,9 @@ TEST(Predict, OverlapHidesDataParallelTime) {
   o.overlap_param_gather = true;
   const Prediction overlapped = predict(m, p, s, 128, o);
   EXPECT_GT(plain.time.dp_comm, 0);
-  EXPECT_LT(overlapped.time.dp_comm, 0.6 * plain.time.dp_comm);
+  // (Overlapped, the collectives run per 40M-element bucket, each at its
+  // ring step's efficiency: not all of the one-call time is saved.)
+  EXPECT_LT(overlapped.time.dp_comm, 0.75 * plain.time.dp_comm);
   EXPECT_LT(overlapped.step_time_s, plain.step_time_s);
   EXPECT_EQ(overlapped.comm_bytes.dp, plain.comm_bytes.dp);  // same bytes, less exposed
   // What is hidden still costs the compute it hides behind the collective's
@@ -108,7 +110,7 @@ TEST(Predict, OverlapHidesDataParallelTime) {
   free_overlap.compute.collective_sm_share = 0;
   ASSERT_GT(s.compute.collective_sm_share, 0);
   const Prediction free = predict(m, p, free_overlap, 128, o);
-  EXPECT_LT(free.time.dp_comm, 0.5 * plain.time.dp_comm);
+  EXPECT_LT(free.time.dp_comm, 0.6 * plain.time.dp_comm);
   EXPECT_LT(free.time.dp_comm, overlapped.time.dp_comm);
   // ZeRO-3 gathers weights for every micro-batch: more bytes than ZeRO-1.
   p.zero_stage = 3;
@@ -195,6 +197,18 @@ TEST(Collective, RingFactorsAndLinkClasses) {
   EXPECT_NEAR(hier, inside + 2 * s.network.latency_s + bytes / 8 / share8, 1e-12);
   EXPECT_GT(p2p_time(s, bytes, 0, 8), p2p_time(s, bytes, 0, 2));
   EXPECT_GT(p2p_time(s, bytes, 0, 2), p2p_time(s, bytes, 0, 1));
+  // An all-gather over nodes is a ring whose steps move 1/nodes of a rank's
+  // bytes: over 2 nodes (the network curve's nccl-tests set-up) at the
+  // curve's point for those bytes, over 128 nodes at the point for 1/64 of
+  // them. One rank a node (stride 8): no hops inside a node.
+  const double b = 64e6;
+  auto network_part = [&](int nodes) {
+    return collective_time(s, Collective::all_gather, b, nodes, 8) - (nodes - 1) * s.network.latency_s;
+  };
+  const double nic = 100e9 / 8;
+  EXPECT_NEAR(network_part(2), b / 2 / (nic * s.network.efficiency(b)), 1e-12);
+  EXPECT_NEAR(network_part(128), b * 127 / 128 / (nic * s.network.efficiency(b / 64)), 1e-12);
+  ASSERT_LT(s.network.efficiency(b / 64), s.network.efficiency(b));
 }
 
 TEST(SystemSpec, EveryDescribedSystemLoadsAndCitesSources) {

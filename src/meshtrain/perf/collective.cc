@@ -41,6 +41,18 @@ double across_nodes_transfer(const SystemSpec& s, Collective kind, double bytes,
   return bytes * factor(kind, nodes) / (share * net.efficiency(bytes));
 }
 
+// A ring's network share: as across_nodes_transfer, but at the efficiency
+// of its step size. Each of the ring's nodes - 1 steps moves 1/nodes of a
+// rank's bytes; the network curve is nccl-tests' over two nodes, whose step
+// is 1/2 of them, so a ring over more nodes runs at the curve's point for
+// bytes x 2 / nodes.
+double ring_transfer_across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes) {
+  if (nodes <= 1 || bytes <= 0) return 0;
+  const auto& net = s.network;
+  const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
+  return bytes * factor(kind, nodes) / (share * net.efficiency(bytes * 2 / nodes));
+}
+
 // All-reduce over nodes: the hierarchical form. Inside the node a
 // reduce-scatter before and an all-gather after; across nodes a tree,
 // 2 log2(nodes) network steps, on 1/k of the bytes per rank.
@@ -62,7 +74,7 @@ double all_reduce_across_nodes(const SystemSpec& s, const GroupPlacement& g, dou
 // bytes per rank; inside the node the k ranks exchange the rest.
 double ring_across_nodes(const SystemSpec& s, const GroupPlacement& g, Collective kind, double bytes) {
   const int k = g.ranks_per_node;
-  double t = (g.nodes - 1) * s.network.latency_s + across_nodes_transfer(s, kind, bytes / k, g.nodes);
+  double t = (g.nodes - 1) * s.network.latency_s + ring_transfer_across_nodes(s, kind, bytes / k, g.nodes);
   if (k > 1) t += (g.size - g.nodes) * g.link->latency_s + ring_transfer(*g.link, kind, bytes, k);
   return t;
 }

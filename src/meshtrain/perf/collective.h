@@ -18,7 +18,10 @@
 // NCCL (or RCCL) and run as one ring through all n ranks, ordered node by
 // node, whose latency is the sum of its hops: nodes - 1 on the network and
 // n - nodes on the node's link (NCCL's tuning model), so it grows linearly
-// with the group.
+// with the group; each of its steps moves 1/nodes of a rank's network bytes,
+// and the network runs at the efficiency of that step size (the network
+// curve is nccl-tests' over two nodes: a ring over more nodes reads it at
+// bytes x 2 / nodes).
 #pragma once
 
 #include "meshtrain/perf/system_spec.h"
