@@ -33,24 +33,13 @@ double ring_on_link(const LinkClass& l, Collective kind, double bytes, int n) {
 
 // One rank's share of the inter-node bytes: `bytes` per rank over `nodes`
 // ranks, while every device of the node uses the NICs at once, so each gets
-// 1 / devices_per_node of them.
-double across_nodes_transfer(const SystemSpec& s, Collective kind, double bytes, int nodes) {
+// 1 / devices_per_node of them; at the network curve's efficiency for
+// `curve_bytes`.
+double across_nodes_transfer(const SystemSpec& s, Collective kind, double bytes, int nodes, double curve_bytes) {
   if (nodes <= 1 || bytes <= 0) return 0;
   const auto& net = s.network;
   const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
-  return bytes * factor(kind, nodes) / (share * net.efficiency(bytes));
-}
-
-// A ring's network share: as across_nodes_transfer, but at the efficiency
-// of its step size. Each of the ring's nodes - 1 steps moves 1/nodes of a
-// rank's bytes; the network curve is nccl-tests' over two nodes, whose step
-// is 1/2 of them, so a ring over more nodes runs at the curve's point for
-// bytes x 2 / nodes.
-double ring_transfer_across_nodes(const SystemSpec& s, Collective kind, double bytes, int nodes) {
-  if (nodes <= 1 || bytes <= 0) return 0;
-  const auto& net = s.network;
-  const double share = net.node_bandwidth_gbs() * 1e9 / s.devices_per_node;
-  return bytes * factor(kind, nodes) / (share * net.efficiency(bytes * 2 / nodes));
+  return bytes * factor(kind, nodes) / (share * net.efficiency(curve_bytes));
 }
 
 // All-reduce over nodes: the hierarchical form. Inside the node a
@@ -59,7 +48,7 @@ double ring_transfer_across_nodes(const SystemSpec& s, Collective kind, double b
 double all_reduce_across_nodes(const SystemSpec& s, const GroupPlacement& g, double bytes) {
   const int k = g.ranks_per_node;
   const double tree = 2 * std::ceil(std::log2(double(g.nodes))) * s.network.latency_s;
-  double t = tree + across_nodes_transfer(s, Collective::all_reduce, bytes / k, g.nodes);
+  double t = tree + across_nodes_transfer(s, Collective::all_reduce, bytes / k, g.nodes, bytes / k);
   if (k > 1)
     t += ring_on_link(*g.link, Collective::reduce_scatter, bytes, k) +
          ring_on_link(*g.link, Collective::all_gather, bytes, k);
@@ -71,10 +60,15 @@ double all_reduce_across_nodes(const SystemSpec& s, const GroupPlacement& g, dou
 // tuning model, src/graph/tuning.cc: nsteps - nInterSteps hops inside a
 // node, nInterSteps = nodes - 1 across): nodes - 1 on the network,
 // n - nodes on the node's link. Bandwidth: the network carries 1/k of the
-// bytes per rank; inside the node the k ranks exchange the rest.
+// bytes per rank; inside the node the k ranks exchange the rest. Each of
+// the ring's network steps moves 1/nodes of a rank's bytes; the network
+// curve is nccl-tests' over two nodes, whose step is 1/2 of them, so a ring
+// over more nodes runs at the curve's point for bytes x 2 / nodes.
 double ring_across_nodes(const SystemSpec& s, const GroupPlacement& g, Collective kind, double bytes) {
   const int k = g.ranks_per_node;
-  double t = (g.nodes - 1) * s.network.latency_s + ring_transfer_across_nodes(s, kind, bytes / k, g.nodes);
+  const double net_bytes = bytes / k;
+  double t =
+      (g.nodes - 1) * s.network.latency_s + across_nodes_transfer(s, kind, net_bytes, g.nodes, net_bytes * 2 / g.nodes);
   if (k > 1) t += (g.size - g.nodes) * g.link->latency_s + ring_transfer(*g.link, kind, bytes, k);
   return t;
 }

@@ -185,10 +185,9 @@ std::vector<FrameworkProfile> build() {
            "distributed optimizer in the published runs, no flash attention (added 2023)"),
       make("megatron-deepspeed-2021", "megatron-deepspeed", {false, false, false, false, false}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed (MT-NLG 530B, BLOOM 176B): DeepSpeed's PipelineEngine runs one 1F1B schedule, no "
-           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism (ZeRO-2/3, DeepSpeed's own, at PP "
-           "1); "
-           "full activation checkpointing; "
-           "Megatron's 2021 tensor parallelism without sequence parallelism"),
+           "interleaving; DeepSpeed allows only ZeRO-0/1 with pipeline parallelism (ZeRO-2/3, DeepSpeed's own, "
+           "at PP 1); full activation checkpointing; Megatron's 2021 tensor parallelism without sequence "
+           "parallelism"),
       make("megatron-deepspeed-2022", "megatron-deepspeed", {false, false, false, false, false}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed as BigScience trained BLOOM-176B (bigscience fork, March 2022 on): as "
            "megatron-deepspeed-2021, with bf16 through DeepSpeed's BF16_Optimizer (fp32 gradients of every "
