@@ -73,6 +73,10 @@ ZeroRuntime deepspeed_zero3_2021() {
   return z;
 }
 
+// The 2024 Megatron-Core stacks: Megatron-Core r0.8 itself and NeMo 24.x,
+// which runs its models.
+bool megatron_core_2024(const FrameworkProfile& p) { return p.name == "megatron-core-2024" || p.name == "nemo-2024"; }
+
 // What a family could do beyond its release's Features.
 void add_capabilities(FrameworkProfile& p) {
   // No pipeline parallelism: DeepSpeed runs ZeRO-2/3 only without its
@@ -93,7 +97,7 @@ void add_capabilities(FrameworkProfile& p) {
   // attention through TransformerEngine, 2024) and torchtitan's
   // experimental context_parallel (ring attention over DTensor, Liang et
   // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
-  p.context_parallel = p.name == "megatron-core-2024" || p.name == "nemo-2024" || p.name == "torchtitan-2024";
+  p.context_parallel = megatron_core_2024(p) || p.name == "torchtitan-2024";
   // Hybrid sharding: PyTorch FSDP's ShardingStrategy.HYBRID_SHARD (PyTorch
   // 2.0, 2023: sharded inside a group, replicated across groups), which
   // Composer passes through and torchtitan runs as dp_replicate x dp_shard
@@ -118,7 +122,7 @@ void add_runtime(FrameworkProfile& p) {
   // (2022; the SC21 runs predate it).
   if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;
   // Megatron-Core's gradient buckets grow with DP (2024 releases).
-  if (p.name == "megatron-core-2024" || p.name == "nemo-2024") p.options.dp_scaled_buckets = true;
+  if (megatron_core_2024(p)) p.options.dp_scaled_buckets = true;
   if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
     p.options.layer_pass_overhead_s = 2e-3;
   if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;

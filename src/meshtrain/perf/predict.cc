@@ -68,7 +68,7 @@ double reduction_end(const StepCosts& sc, const StageTimeline& t, int st, int vp
     total += d;
     if (o.overlap_grad_reduce) {
       const double start = std::max(free, t.last_backward_start_s[c]);
-      free = std::max(start + d, t.last_backward_end_s[c] + d * sc.grad_bucket_fraction[st]);
+      free = std::max(start + d, t.last_backward_end_s[c] + d * sc.bucket_fraction[st]);
     } else {
       free += d;
     }
@@ -93,7 +93,7 @@ StageEnd stage_end(const StepCosts& sc, const StageTimeline& t, int st, const Pa
   // Overlapped, the gather hides behind the next step's forward and costs
   // it the collective's SM share, but for its first bucket, which the
   // forward's first layers wait for.
-  const double first = sc.grad_bucket_fraction[st];
+  const double first = sc.bucket_fraction[st];
   e.gather_s = (o.overlap_param_gather ? first + sm_share * (1 - first) : 1.0) * sc.param_gather_s[st];
   e.end_s = e.reduce_end_s + e.sync_s + sc.optimizer_s[st] + e.gather_s;
   return e;

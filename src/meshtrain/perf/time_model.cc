@@ -356,7 +356,7 @@ class StepPricer {
     r.num_micro_batches = p_.num_micro_batches();
     r.chunks.resize(size_t(p_.pp) * p_.vpp);
     r.grad_reduce_s.assign(p_.pp, std::vector<double>(p_.vpp, 0.0));
-    r.grad_bucket_fraction.assign(p_.pp, 1.0);
+    r.bucket_fraction.assign(p_.pp, 1.0);
     r.param_gather_s.assign(p_.pp, 0.0);
     r.optimizer_s.assign(p_.pp, 0.0);
     r.tp_bytes.assign(p_.pp, 0.0);
@@ -423,11 +423,7 @@ class StepPricer {
   // chunk; each call pays the collective's latency.
   double sharded_calls(Over g, Collective k, const StageLayout& L, int c, double bytes_per_element, double limit,
                        int calls) const {
-    if (limit > 0 && calls <= 1) {
-      const double n = double(L.chunk_numel[c]);
-      const double buckets = std::ceil(n / limit);
-      return buckets * group_time(g, k, n / buckets * bytes_per_element);
-    }
+    if (limit > 0 && calls <= 1) return in_buckets(g, k, double(L.chunk_numel[c]), bytes_per_element, limit);
     double t = 0, last_n = -1, last_t = 0;  // blocks repeat one size: price it once
     const ChunkUnits& cu = L.chunk_order[c];
     for (const auto* list : {&cu.embedding, &cu.blocks, &cu.head})
@@ -585,12 +581,17 @@ class StepPricer {
     return o_.dp_scaled_buckets ? std::max(kBucketElements, 1e6 * p_.dp * p_.cp) : kBucketElements;
   }
 
-  // The collective over `numel` elements as `per_bucket` frameworks issue
-  // it (Megatron's overlapped reduction and gather: one call per bucket,
-  // each paying the collective's latency), else as one call.
-  double bucketed(Over g, Collective k, double numel, double bytes_per_element, bool per_bucket) const {
-    const double n = per_bucket ? std::max(1.0, std::ceil(numel / bucket_elements())) : 1.0;
+  // The collective over `numel` elements in ceil(numel / limit) calls of one
+  // size, each paying the collective's latency; one call where limit is 0.
+  double in_buckets(Over g, Collective k, double numel, double bytes_per_element, double limit) const {
+    const double n = limit > 0 ? std::max(1.0, std::ceil(numel / limit)) : 1.0;
     return n * group_time(g, k, numel / n * bytes_per_element);
+  }
+
+  // The step-end collective over `numel` elements as Megatron issues it: one
+  // call per gradient bucket where it overlaps (`per_bucket`), else one.
+  double bucketed(Over g, Collective k, double numel, double bytes_per_element, bool per_bucket) const {
+    return in_buckets(g, k, numel, bytes_per_element, per_bucket ? bucket_elements() : 0);
   }
 
   // A framework's copies around its ZeRO-2/3 collectives, per micro-batch
@@ -661,7 +662,7 @@ class StepPricer {
           bucketed(Over::shard, Collective::all_gather, double(L.numel), pbytes_, o_.overlap_param_gather);
       dp_bytes += group_sent(Over::shard, Collective::all_gather, double(L.numel) * pbytes_);
     }
-    r.grad_bucket_fraction[st] = std::min(1.0, bucket_elements() / std::max(1.0, double(L.numel)));
+    r.bucket_fraction[st] = std::min(1.0, bucket_elements() / std::max(1.0, double(L.numel)));
     const double shard = p_.zero_stage >= 1 ? double(L.numel) / p_.shard_size() : double(L.numel);
     r.optimizer_s[st] = pr_.memory(shard * (p_.bf16 ? 34 : 32));
     r.tp_bytes[st] = tp_bytes;

@@ -89,8 +89,9 @@ struct StepCosts {
   std::vector<ChunkCost> chunks;                  // [stage * vpp + chunk]
   std::vector<double> transfer_s;                 // [stage]: stage -> stage + 1 (mod pp)
   std::vector<std::vector<double>> grad_reduce_s; // [stage][chunk]: once per step (ZeRO-0/1)
-  std::vector<double> grad_bucket_fraction;       // [stage]: one bucket / the stage's parameters (uncovered: the last
-                                                  // reduced, the first gathered)
+  // [stage]: one bucket / the stage's parameters (uncovered: the last
+  // reduced, the first gathered)
+  std::vector<double> bucket_fraction;
   std::vector<double> param_gather_s;             // [stage]: after the optimizer (ZeRO-1/2)
   std::vector<double> optimizer_s;                // [stage]
   double embedding_sync_s = 0;                    // tied embedding gradients, stage 0 and pp-1
