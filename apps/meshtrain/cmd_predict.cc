@@ -144,7 +144,10 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
     fmt::print("layers per virtual stage (chunk x pp + stage): {}\n",
                fmt::join(virtual_stage_layers(m.num_layers, p), " "));
   fmt::print("\nmemory per GPU (stage {}, GiB)   {}\n", r.memory_stage,
-             r.fits ? "fits" : fmt::format("DOES NOT FIT in {:.1f} GiB", gib(r.memory_capacity)));
+             r.fits    ? "fits"
+             : r.tight ? fmt::format("TIGHT: over {:.1f} GiB by less than this model's memory error ({:.0f}%): may fit",
+                                     gib(r.memory_capacity), 100 * perf::kMemoryOverPrediction)
+                       : fmt::format("DOES NOT FIT in {:.1f} GiB", gib(r.memory_capacity)));
   fmt::print("  parameters {:9.2f}\n  gradients  {:9.2f}\n  optimizer  {:9.2f}\n  activations{:9.2f}\n"
              "  comm bufs  {:9.2f}\n  workspace  {:9.2f}\n  total      {:9.2f} of {:.1f}\n",
              gib(b.parameters), gib(b.gradients), gib(b.optimizer), gib(b.activations), gib(b.comm_buffers),

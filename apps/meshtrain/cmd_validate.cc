@@ -43,7 +43,10 @@ void print_rows(const tune::Validation& v) {
     const std::string err = r.compared ? fmt::format("{:+.1f}%", 100 * r.error) : "-";
     fmt::print("{:<20} {:<14} {:<24} {:>9.4g} {:>9.4g} {:>8}  {:<4} {}\n", r.id, r.system,
                r.expected_oom ? "fits (expect no)" : r.metric, r.reported, r.predicted, err,
-               r.prediction.fits ? "yes" : "NO", filled);
+               r.prediction.fits    ? "yes"
+               : r.prediction.tight ? "tight"
+                                    : "NO",
+               filled);
   }
 }
 
@@ -64,6 +67,9 @@ void print_summary(const tune::Validation& v) {
                v.memory.rows, 100 * v.memory.median_abs_error, 100 * v.memory.max_abs_error, 100 * lo, 100 * hi);
   }
   if (!v.not_fitting.empty()) fmt::print("published runs the model says do not fit: {}\n", fmt::join(v.not_fitting, " "));
+  if (!v.tight.empty())
+    fmt::print("published runs over the capacity by less than the model's memory error ({:.0f}%, tight): {}\n",
+               100 * perf::kMemoryOverPrediction, fmt::join(v.tight, " "));
   if (!v.oom_mismatch.empty())
     fmt::print("runs reported out of memory that the model says fit: {}\n", fmt::join(v.oom_mismatch, " "));
   for (const auto& w : tune::sweep_rankings(v))

@@ -263,13 +263,15 @@ TEST(Validate, PublishedRunsAreReadAndFittedInSample) {
   EXPECT_LE(in_sample.median_abs_error, 0.10);
   EXPECT_LE(in_sample.max_abs_error, 0.25);
   for (const auto& [system, e] : by_system) EXPECT_LE(summarize(e).median_abs_error, 0.12) << system;
-  // Every published run fits but NeMo's Nemotron-4 340B on 128 H100
-  // (CrossValidation.PublishedSetLeaveOneSourceOut): torchtitan's TP plan is
+  // Every published run fits, NeMo's Nemotron-4 340B on 128 H100 within
+  // the memory model's error (CrossValidation.PublishedSetLeaveOneSourceOut):
+  // torchtitan's TP plan is
   // sequence-parallel (the Llama 3 8B run on 5,120 GCDs), DeepSpeed keeps
   // 16-bit gradients (BigScience's DP 24, TP 8, PP 2, micro-batch 2 layout,
   // published at 76 GB), op-level checkpointing and FSDP's fp32 shards (the
   // 70B and 30B runs).
-  EXPECT_EQ(v.not_fitting, std::vector<std::string>{"dgxc-nemotron4-340b-bf16-128"});
+  EXPECT_TRUE(v.not_fitting.empty());
+  EXPECT_EQ(v.tight, std::vector<std::string>{"dgxc-nemotron4-340b-bf16-128"});
   // Rows whose knobs are all published are not re-planned; a framework
   // profile keeps blanks to what its framework offered.
   for (const auto& r : v.rows) {

@@ -101,7 +101,7 @@ TEST(Predict, OverlapHidesDataParallelTime) {
   EXPECT_GT(plain.time.dp_comm, 0);
   // (Overlapped, the collectives run per 40M-element bucket, each at its
   // ring step's efficiency: not all of the one-call time is saved.)
-  EXPECT_LT(overlapped.time.dp_comm, 0.75 * plain.time.dp_comm);
+  EXPECT_LT(overlapped.time.dp_comm, 0.8 * plain.time.dp_comm);
   EXPECT_LT(overlapped.step_time_s, plain.step_time_s);
   EXPECT_EQ(overlapped.comm_bytes.dp, plain.comm_bytes.dp);  // same bytes, less exposed
   // What is hidden still costs the compute it hides behind the collective's
@@ -110,7 +110,7 @@ TEST(Predict, OverlapHidesDataParallelTime) {
   free_overlap.compute.collective_sm_share = 0;
   ASSERT_GT(s.compute.collective_sm_share, 0);
   const Prediction free = predict(m, p, free_overlap, 128, o);
-  EXPECT_LT(free.time.dp_comm, 0.6 * plain.time.dp_comm);
+  EXPECT_LT(free.time.dp_comm, 0.7 * plain.time.dp_comm);
   EXPECT_LT(free.time.dp_comm, overlapped.time.dp_comm);
   // ZeRO-3 gathers weights for every micro-batch: more bytes than ZeRO-1.
   p.zero_stage = 3;
@@ -203,7 +203,7 @@ TEST(Collective, RingFactorsAndLinkClasses) {
   // them. One rank a node (stride 8): no hops inside a node.
   const double b = 64e6;
   auto network_part = [&](int nodes) {
-    return collective_time(s, Collective::all_gather, b, nodes, 8) - (nodes - 1) * s.network.latency_s;
+    return collective_time(s, Collective::all_gather, b, nodes, 8) - (nodes - 1) * s.network.ring_step_s;
   };
   const double nic = 100e9 / 8;
   EXPECT_NEAR(network_part(2), b / 2 / (nic * s.network.efficiency(b)), 1e-12);

@@ -363,6 +363,34 @@ TEST(ProfileEfficiency, DeepSpeedKeepsSixteenBitGradients) {
   EXPECT_DOUBLE_EQ(b.optimizer, a.optimizer);
 }
 
+// NeMo reduces gradients in bf16 (its training configs' grad_sync_dtype),
+// so Megatron-Core's gradient buffer is bf16 under nemo-2024, fp32 under
+// Megatron-Core as its README runs it.
+TEST(ProfileEfficiency, NemoKeepsBf16Gradients) {
+  ASSERT_TRUE(perf::framework_profile("nemo-2024").options.model_dtype_gradients);
+  ASSERT_FALSE(perf::framework_profile("megatron-core-2024").options.model_dtype_gradients);
+  const auto [a, b] = stage0_memory("22b", 8, 2, 4, 1, 64, "nemo-2024");
+  EXPECT_DOUBLE_EQ(b.gradients, a.gradients / 2);
+  EXPECT_DOUBLE_EQ(b.optimizer, a.optimizer);
+}
+
+// A layout over the capacity by less than the memory model's
+// over-prediction is tight (it may fit), not one that fits; beyond it,
+// neither.
+TEST(ProfileEfficiency, TightIsWithinTheMemoryModelsError) {
+  perf::MemoryEstimate e;
+  e.capacity = 80;
+  e.worst.parameters = 80;
+  EXPECT_TRUE(e.fits());
+  EXPECT_FALSE(e.tight());
+  e.worst.parameters = 80 * (1 + perf::kMemoryOverPrediction / 2);
+  EXPECT_FALSE(e.fits());
+  EXPECT_TRUE(e.tight());
+  e.worst.parameters = 80 * (1 + 2 * perf::kMemoryOverPrediction);
+  EXPECT_FALSE(e.fits());
+  EXPECT_FALSE(e.tight());
+}
+
 // ... and reduces them as they are at the step's end: the ZeRO-1
 // reduce-scatter moves 2 bytes per element, not the engine's 4.
 TEST(ProfileEfficiency, DeepSpeedReducesSixteenBitGradients) {

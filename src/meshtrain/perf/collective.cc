@@ -55,21 +55,31 @@ double all_reduce_across_nodes(const SystemSpec& s, const GroupPlacement& g, dou
   return t;
 }
 
+// The latency of a ring through n ranks on `nodes` nodes. Measured at
+// scale, each of its n - 1 steps costs about the same whether the hop is
+// inside a node or not (NetworkSpec::ring_step_s): NCCL's all-gather over
+// 64 to 512 H100s falls from 69 to 11 GB/s at 256 MB, about 35-45 us a
+// step from 128 ranks on (Hugging Face, The Ultra-Scale Playbook, 2025,
+// its NCCL benchmark across node counts). Without a measured step, the sum
+// of the ring's hops (NCCL's tuning model, src/graph/tuning.cc:
+// nsteps - nInterSteps hops inside a node, nInterSteps = nodes - 1 across).
+double ring_latency(const SystemSpec& s, const GroupPlacement& g) {
+  if (s.network.ring_step_s > 0) return (g.size - 1) * s.network.ring_step_s;
+  const double hops = (g.nodes - 1) * s.network.latency_s;
+  return g.size > g.nodes ? hops + (g.size - g.nodes) * g.link->latency_s : hops;
+}
+
 // All-gather or reduce-scatter over nodes: one ring through all n ranks,
-// ordered node by node. Its latency is the sum of its n - 1 hops (NCCL's
-// tuning model, src/graph/tuning.cc: nsteps - nInterSteps hops inside a
-// node, nInterSteps = nodes - 1 across): nodes - 1 on the network,
-// n - nodes on the node's link. Bandwidth: the network carries 1/k of the
-// bytes per rank; inside the node the k ranks exchange the rest. Each of
-// the ring's network steps moves 1/nodes of a rank's bytes; the network
-// curve is nccl-tests' over two nodes, whose step is 1/2 of them, so a ring
-// over more nodes runs at the curve's point for bytes x 2 / nodes.
+// ordered node by node, at ring_latency. Bandwidth: the network carries
+// 1/k of the bytes per rank; inside the node the k ranks exchange the rest.
+// Each of the ring's network steps moves 1/nodes of a rank's bytes; the
+// network curve is nccl-tests' over two nodes, whose step is 1/2 of them,
+// so a ring over more nodes runs at the curve's point for bytes x 2 / nodes.
 double ring_across_nodes(const SystemSpec& s, const GroupPlacement& g, Collective kind, double bytes) {
   const int k = g.ranks_per_node;
   const double net_bytes = bytes / k;
-  double t =
-      (g.nodes - 1) * s.network.latency_s + across_nodes_transfer(s, kind, net_bytes, g.nodes, net_bytes * 2 / g.nodes);
-  if (k > 1) t += (g.size - g.nodes) * g.link->latency_s + ring_transfer(*g.link, kind, bytes, k);
+  double t = ring_latency(s, g) + across_nodes_transfer(s, kind, net_bytes, g.nodes, net_bytes * 2 / g.nodes);
+  if (k > 1) t += ring_transfer(*g.link, kind, bytes, k);
   return t;
 }
 

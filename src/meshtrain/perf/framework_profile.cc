@@ -118,6 +118,11 @@ void add_capabilities(FrameworkProfile& p) {
 // partition_balanced, not refused.
 void add_runtime(FrameworkProfile& p) {
   if (p.family == "megatron-deepspeed" || p.family == "deepspeed") p.options.model_dtype_gradients = true;
+  // NeMo's training configs reduce gradients in bf16 (NeMo-Framework-Launcher
+  // conf/training, e.g. nemotron/nemotron_340b.yaml: optim.grad_sync_dtype
+  // bf16), which NeMo passes to Megatron-Core's DistributedDataParallelConfig
+  // as grad_reduce_in_fp32 = False: the gradient buffer is bf16.
+  if (p.name == "nemo-2024") p.options.model_dtype_gradients = true;
   // Megatron-LM's asynchronous column-parallel backward, default since v3.0
   // (2022; the SC21 runs predate it).
   if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;

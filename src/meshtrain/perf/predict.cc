@@ -166,6 +166,7 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
   r.memory_stage = mem.worst_stage;
   r.memory_capacity = mem.capacity;
   r.fits = mem.fits();
+  r.tight = mem.tight();
 
   const StepCosts sc = step_costs(m, p, s, o, cache);
   const PipelineTimeline tl = pipeline_timeline(p.schedule, p.num_micro_batches(), pipeline_costs(sc, p, o), cache);
@@ -205,32 +206,31 @@ void to_json(nlohmann::json& j, const MemoryBytes& b) {
 }
 
 void to_json(nlohmann::json& j, const Prediction& p) {
-  j = nlohmann::json{{"fits", p.fits},
-                     {"memory_bytes_per_gpu", p.memory},
-                     {"memory_capacity_bytes", p.memory_capacity},
-                     {"memory_stage", p.memory_stage},
-                     {"step_time_s", p.step_time_s},
-                     {"tokens_per_step", p.tokens_per_step},
-                     {"tokens_per_s", p.tokens_per_s},
-                     {"model_tflops_per_gpu", p.model_tflops_per_gpu},
-                     {"hardware_tflops_per_gpu", p.hardware_tflops_per_gpu},
-                     {"mfu", p.mfu},
-                     {"hfu", p.hfu},
-                     {"bubble_fraction", p.bubble_fraction},
-                     {"critical_stage", p.critical_stage},
-                     {"time_s",
-                      {{"compute", p.time.compute},
-                       {"tp_comm", p.time.tp_comm},
-                       {"pp_comm", p.time.pp_comm},
-                       {"dp_comm", p.time.dp_comm},
-                       {"cp_comm", p.time.cp_comm},
-                       {"bubble", p.time.bubble},
-                       {"optimizer", p.time.optimizer}}},
-                     {"comm_bytes_per_gpu",
-                      {{"tp", p.comm_bytes.tp},
-                       {"pp", p.comm_bytes.pp},
-                       {"dp", p.comm_bytes.dp},
-                       {"cp", p.comm_bytes.cp}}}};
+  j = nlohmann::json{
+      {"fits", p.fits},
+      {"tight", p.tight},
+      {"memory_bytes_per_gpu", p.memory},
+      {"memory_capacity_bytes", p.memory_capacity},
+      {"memory_stage", p.memory_stage},
+      {"step_time_s", p.step_time_s},
+      {"tokens_per_step", p.tokens_per_step},
+      {"tokens_per_s", p.tokens_per_s},
+      {"model_tflops_per_gpu", p.model_tflops_per_gpu},
+      {"hardware_tflops_per_gpu", p.hardware_tflops_per_gpu},
+      {"mfu", p.mfu},
+      {"hfu", p.hfu},
+      {"bubble_fraction", p.bubble_fraction},
+      {"critical_stage", p.critical_stage},
+      {"time_s",
+       {{"compute", p.time.compute},
+        {"tp_comm", p.time.tp_comm},
+        {"pp_comm", p.time.pp_comm},
+        {"dp_comm", p.time.dp_comm},
+        {"cp_comm", p.time.cp_comm},
+        {"bubble", p.time.bubble},
+        {"optimizer", p.time.optimizer}}},
+      {"comm_bytes_per_gpu",
+       {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}, {"cp", p.comm_bytes.cp}}}};
 }
 
 }  // namespace meshtrain::perf

@@ -125,6 +125,8 @@ void SystemSpec::validate() const {
   }
   check(finite_nonneg(network.latency_s), "system {}: network latency must be finite and not negative (got {} us)",
         name, network.latency_s * 1e6);
+  check(finite_nonneg(network.ring_step_s),
+        "system {}: network ring_step_us must be finite and not negative (got {} us)", name, network.ring_step_s * 1e6);
   check_efficiency(network.efficiency, name, "network");
   for (const auto& [profile, e] : profile_efficiency) {
     const std::string what = "profile " + profile;
@@ -223,6 +225,7 @@ void read_network(const nlohmann::json& n, NetworkSpec& s) {
   get(n, "nics_per_node", s.nics_per_node);
   get(n, "nic_bandwidth_gbs", s.nic_bandwidth_gbs);
   s.latency_s = scaled(n, "latency_us", kMicrosecond);
+  if (n.contains("ring_step_us")) s.ring_step_s = scaled(n, "ring_step_us", kMicrosecond);
   get(n, "efficiency", s.efficiency);
 }
 
@@ -302,6 +305,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
         {"efficiency", s.network.efficiency}}},
       {"sources", s.sources}};
   if (s.prediction_error > 0) j["cv_abs_error"] = s.prediction_error;
+  if (s.network.ring_step_s > 0) j["network"]["ring_step_us"] = s.network.ring_step_s * 1e6;
   if (!s.efficiency_group.empty()) j["efficiency_group"] = s.efficiency_group;
   for (const auto& [profile, e] : s.profile_efficiency) {
     nlohmann::json v = nlohmann::json::object();

@@ -48,6 +48,10 @@ struct NetworkSpec {
   int nics_per_node = 1;
   double nic_bandwidth_gbs = 0;  // per NIC, per direction
   double latency_s = 0;
+  // One step of a ring all-gather or reduce-scatter that spans nodes, at
+  // scale (JSON ring_step_us): the step each rank of the ring takes n - 1
+  // times. 0: the sum of the ring's hop latencies (collective.cc).
+  double ring_step_s = 0;
   Curve efficiency;              // over bytes per call
   double node_bandwidth_gbs() const { return nics_per_node * nic_bandwidth_gbs; }
 };

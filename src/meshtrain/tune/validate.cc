@@ -616,9 +616,10 @@ void tally(Validation& v) {
   std::map<std::string, std::vector<double>> errs;
   std::vector<double> memory;
   v.not_fitting.clear();
+  v.tight.clear();
   v.oom_mismatch.clear();
   for (const RowResult& r : v.rows) {
-    if (!r.prediction.fits && !r.expected_oom) v.not_fitting.push_back(r.id);
+    if (!r.prediction.fits && !r.expected_oom) (r.prediction.tight ? v.tight : v.not_fitting).push_back(r.id);
     if (r.prediction.fits && r.expected_oom) v.oom_mismatch.push_back(r.id);
     if (r.reported_memory > 0) memory.push_back(r.memory_error);
     if (!r.compared) continue;
@@ -714,10 +715,12 @@ nlohmann::json validation_json(const Validation& v) {
           {"median_abs_error", v.all.median_abs_error},
           {"max_abs_error", v.all.max_abs_error},
           {"by_system", by},
-          {"memory", {{"rows", v.memory.rows},
-                      {"median_abs_error", v.memory.median_abs_error},
-                      {"max_abs_error", v.memory.max_abs_error}}},
+          {"memory",
+           {{"rows", v.memory.rows},
+            {"median_abs_error", v.memory.median_abs_error},
+            {"max_abs_error", v.memory.max_abs_error}}},
           {"not_fitting", v.not_fitting},
+          {"tight", v.tight},
           {"oom_mismatch", v.oom_mismatch},
           {"sweeps", sweeps},
           {"skipped", v.skipped}};

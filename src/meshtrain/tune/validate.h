@@ -121,6 +121,7 @@ struct Validation {
   std::vector<RowResult> rows;
   std::vector<std::string> skipped;      // "id or line: why", malformed rows
   std::vector<std::string> not_fitting;  // ids of published runs the model says do not fit
+  std::vector<std::string> tight;        // ids of published runs over the capacity within the model's error
   std::vector<std::string> oom_mismatch; // ids reported OOM that the model says fit
   ErrorSummary all;
   std::map<std::string, ErrorSummary> by_system;
