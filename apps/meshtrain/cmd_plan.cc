@@ -134,6 +134,11 @@ int print_plan(const PlanArgs& a, const ModelConfig& m, const perf::SystemSpec& 
                100 * r.mfu, 100 * r.hfu, r.time.tp_comm, r.time.pp_comm, r.time.dp_comm, 100 * r.bubble_fraction);
   }
   fmt::print("\n{}\n", tune::why_best(plan));
+  if (!plan.ranked.front().prediction.headroom)
+    fmt::print(
+        "the best candidate needs more than {:.0f}% of the device's memory: this model is a median {:.1f}% "
+        "under published peaks, so it may not fit\n",
+        100 * (1 - perf::kMemoryUnderPrediction), 100 * perf::kMemoryUnderPrediction);
   if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)
     fmt::print("the best and the next {} candidate(s) are within each other's +-{:.0f}% (this system's "
                "leave-one-source-out error): the ranking among them is not resolved by the model\n",

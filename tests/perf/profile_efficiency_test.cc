@@ -389,6 +389,12 @@ TEST(ProfileEfficiency, TightIsWithinTheMemoryModelsError) {
   e.worst.parameters = 80 * (1 + 2 * perf::kMemoryOverPrediction);
   EXPECT_FALSE(e.fits());
   EXPECT_FALSE(e.tight());
+  // Headroom: the model's median under-prediction to spare.
+  e.worst.parameters = 80 * (1 - perf::kMemoryUnderPrediction);
+  EXPECT_TRUE(e.headroom());
+  e.worst.parameters = 80 * (1 - perf::kMemoryUnderPrediction / 2);
+  EXPECT_TRUE(e.fits());
+  EXPECT_FALSE(e.headroom());
 }
 
 // ... and reduces them as they are at the step's end: the ZeRO-1

@@ -167,6 +167,7 @@ Prediction predict(const ModelConfig& m, const ParallelConfig& p, const SystemSp
   r.memory_capacity = mem.capacity;
   r.fits = mem.fits();
   r.tight = mem.tight();
+  r.headroom = mem.headroom();
 
   const StepCosts sc = step_costs(m, p, s, o, cache);
   const PipelineTimeline tl = pipeline_timeline(p.schedule, p.num_micro_batches(), pipeline_costs(sc, p, o), cache);
@@ -209,6 +210,7 @@ void to_json(nlohmann::json& j, const Prediction& p) {
   j = nlohmann::json{
       {"fits", p.fits},
       {"tight", p.tight},
+      {"headroom", p.headroom},
       {"memory_bytes_per_gpu", p.memory},
       {"memory_capacity_bytes", p.memory_capacity},
       {"memory_stage", p.memory_stage},

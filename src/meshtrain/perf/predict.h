@@ -41,6 +41,7 @@ struct CommBytes {
 struct Prediction {
   bool fits = false;
   bool tight = false;          // does not fit by less than the model's error (MemoryEstimate::tight)
+  bool headroom = false;       // fits with the model's median under-prediction to spare (MemoryEstimate::headroom)
   MemoryBytes memory;          // most loaded rank
   int memory_stage = 0;        // its pipeline stage
   double memory_capacity = 0;  // device bytes
