@@ -133,6 +133,33 @@ TEST(ContextParallel, ARingAcrossNodesShowsWhereAttentionCannotHideIt) {
   EXPECT_GT(r.time.cp_comm, 0.0);
 }
 
+// Meta's Llama 3 context parallelism all-gathers K and V before attention
+// and reduce-scatters their gradients after, exposed (llama3-2024): the
+// forward moves the whole sequence's K and V once, not cp - 1 chunks under
+// the attention, and costs more than the ring where the ring hides.
+TEST(ContextParallel, Llama3AllGathersKvAndExposesIt) {
+  const ModelConfig m = llama8b_64k();
+  const perf::SystemSpec s = perf::load_system_spec("dgx-h100");
+  const perf::PerfOptions ring = perf::framework_profile("megatron-core-2024").options;
+  const perf::PerfOptions gather = perf::framework_profile("llama3-2024").options;
+  ASSERT_TRUE(gather.cp_all_gather);
+  ASSERT_FALSE(ring.cp_all_gather);
+  const int cp = 4;
+  const ParallelConfig p = long_context(cp);
+  const perf::Prediction a = perf::predict(m, p, s, 8, ring), b = perf::predict(m, p, s, 8, gather);
+  EXPECT_GT(b.time.cp_comm, 10 * a.time.cp_comm);
+  EXPECT_GT(b.step_time_s, a.step_time_s);
+  const double chunk = 2.0 * (m.seq_length / cp) * m.kv_heads() * m.head_dim() / p.tp * 2;  // K and V, bf16
+  // Each rank sends its chunk cp - 1 times a collective: forward,
+  // recompute, and the gradients' reduce-scatter.
+  EXPECT_NEAR(b.comm_bytes.cp, (cp - 1) * chunk * 3 * m.num_layers * p.num_micro_batches(), 1.0);
+  // The gathered K and V (and their gradients) are held while a block runs.
+  perf::PerfCache cache;
+  const double extra = perf::stage_memory(m, p, s, 0, cache, gather).activations -
+                       perf::stage_memory(m, p, s, 0, cache, ring).activations;
+  EXPECT_NEAR(extra, (2.0 * cp - 4) * chunk, 1e-6 * chunk);
+}
+
 TEST(ContextParallel, OnlyFrameworksWithItRunIt) {
   const ModelConfig m = llama8b_64k();
   const ParallelConfig p = long_context(2);

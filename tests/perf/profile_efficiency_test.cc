@@ -542,7 +542,8 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", ""), "llm-foundry-2023");
   EXPECT_EQ(infer_profile("llm-foundry / Composer (PyTorch FSDP FULL_SHARD)", "", "bf16 (FSDP mixed_precision PURE)"),
             "llm-foundry-2023-pure");
-  EXPECT_EQ(infer_profile("Meta internal 4D parallelism (FSDP + TP + PP + CP)", ""), "megatron-core-2024");
+  EXPECT_EQ(infer_profile("Meta internal 4D parallelism (FSDP + TP + PP + CP)", ""), "llama3-2024");
+  EXPECT_EQ(infer_profile("FSDP + TP + PP (4D)", ""), "megatron-core-2024");
   EXPECT_EQ(infer_profile("Megatron-LM", "Narayanan et al., SC 2021"), "megatron-lm-2021");
   EXPECT_EQ(infer_profile("Megatron-LM", "Korthikanti et al. 2022, arXiv 2205.05198"), "megatron-lm-2022");
   EXPECT_EQ(infer_profile("Megatron-LM (2024 release)", "Narayanan et al. 2021"), "megatron-core-2024");

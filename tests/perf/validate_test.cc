@@ -167,7 +167,7 @@ TEST(Validate, MemoryOverPredictionIsBounded) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 3.6%, max 49.8%; BigScience's 72-layer sweep ranked at Spearman
+// (median 3.5%, max 49.8%; BigScience's 72-layer sweep ranked at Spearman
 // 0.81, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target. The maximum is
@@ -212,13 +212,14 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   // that efficiency from short-sequence rows, which barely constrain it
   // (+9.6% before the ring's step-size efficiency, +21.3% after, +38.1% with
   // the measured ring step, which slows the H100 FSDP and data-parallel rows
-  // the fold then fits a faster attention to; in sample +2.2%; 16.5% slow
-  // while the per-token costs the model does not list had only the
-  // attention term to go into).
+  // the fold then fits a faster attention to, +21.4% with Meta's exposed
+  // all-gather of K and V, llama3-2024; in sample +1.0%; 16.5% slow while
+  // the per-token costs the model does not list had only the attention term
+  // to go into).
   for (const RowResult& r : cv.held_out.rows)
     if (r.id == "llama3-405b-131072-cp16") {
       EXPECT_EQ(r.config.cp, 16);
-      EXPECT_LE(std::fabs(r.error), 0.40);
+      EXPECT_LE(std::fabs(r.error), 0.25);
     }
   for (const SourceFold& f : cv.sources)
     if (f.source == "jiang2024-megascale") {

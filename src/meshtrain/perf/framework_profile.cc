@@ -97,7 +97,7 @@ void add_capabilities(FrameworkProfile& p) {
   // attention through TransformerEngine, 2024) and torchtitan's
   // experimental context_parallel (ring attention over DTensor, Liang et
   // al. 2024); the 2021-23 stacks, FSDP and llm-foundry have none.
-  p.context_parallel = megatron_core_2024(p) || p.name == "torchtitan-2024";
+  p.context_parallel = megatron_core_2024(p) || p.name == "torchtitan-2024" || p.name == "llama3-2024";
   // Hybrid sharding: PyTorch FSDP's ShardingStrategy.HYBRID_SHARD (PyTorch
   // 2.0, 2023: sharded inside a group, replicated across groups), which
   // Composer passes through and torchtitan runs as dp_replicate x dp_shard
@@ -175,6 +175,8 @@ std::vector<FrameworkProfile> build() {
   const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp1_fp32{0, 0, false, 1, 1, true, false, true},
       fsdp2_fp32{0, 0, false, 1, 1, true, true, true};
   const PerfOptions none;
+  PerfOptions llama3 = overlapping(true, true, true, true);
+  llama3.cp_all_gather = true;
   PerfOptions torchtitan = overlapping(true, false, false, false, fsdp2_fp32);
   torchtitan.op_level_selective = true;
   // Families: the runtime that drives a step. Megatron-LM and Megatron-Core
@@ -214,6 +216,11 @@ std::vector<FrameworkProfile> build() {
            "Cloud benchmarking recipes of 2024 run them): megatron-core-2024's features and overlaps, the "
            "recipes setting TransformerEngine's userbuffer TP overlap (ub_tp_comm_overlap) and overlap_p2p_comm; "
            "a later software generation than Megatron-Core r0.8's README table, with its own efficiency point"),
+      make("llama3-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, llama3,
+           "Meta's 4D-parallel stack that trained Llama 3 (Dubey et al. 2024, Sec. 3.3.2): Megatron-style TP with "
+           "sequence parallelism, an interleaved pipeline with uneven first and last stages, FSDP-style sharding of "
+           "optimizer state and gradients, flash attention, and context parallelism by all-gathering K and V "
+           "(exposed), not a ring; the overlaps of megatron-core-2024"),
       make("deepspeed-zero3", "deepspeed", {false, false, false, false, false}, {3},
            overlapping(true, false, false, false, deepspeed),
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
@@ -388,6 +395,8 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
     return prec.find("pure") != std::string::npos ? "llm-foundry-2023-pure" : "llm-foundry-2023";
   }
   const bool fsdp = has("fsdp") || has("fairscale") || has("metaseq");
+  // Meta's 4D stack of Llama 3 (its paper, Sec. 3.3.2).
+  if (has("meta") && has("4d")) return "llama3-2024";
   // Sharded data parallelism inside a 4D (TP, PP, CP) stack runs Megatron-
   // style pipeline schedules, which the FSDP profiles do not have.
   if (fsdp && (has("4d") || has("pipeline") || has("+ pp"))) return "megatron-core-2024";

@@ -256,9 +256,12 @@ double framework_logits_extra(const ModelConfig& m, const ParallelConfig& p, con
 }
 
 // Ring attention's receive buffers (cost view, CP > 1): the K and V chunk
-// in flight beside the one in hand, and backward their gradients too.
-double ring_kv_bytes(const ModelConfig& m, const ParallelConfig& p) {
-  return p.cp == 1 ? 0 : 4 * kv_chunk_bytes(m, p);
+// in flight beside the one in hand, and backward their gradients too. Under
+// PerfOptions::cp_all_gather, the whole sequence's K and V gathered, and
+// backward their gradients before the reduce-scatter.
+double ring_kv_bytes(const ModelConfig& m, const ParallelConfig& p, const PerfOptions& o) {
+  if (p.cp == 1) return 0;
+  return (o.cp_all_gather ? 2.0 * p.cp : 4.0) * kv_chunk_bytes(m, p);
 }
 
 // Activations of a stage's rank: the stash of the micro-batches in flight
@@ -296,7 +299,8 @@ double stage_activations(const ModelConfig& m, const ParallelConfig& p, const St
   // as full recompute does.
   ParallelConfig wp = p;
   if (op_level) wp.recompute = Recompute::full;
-  const double working = double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores + ring_kv_bytes(m, p);
+  const double working =
+      double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores + ring_kv_bytes(m, p, o);
   return stash + batch + working + (has_head ? framework_logits_extra(m, p, o) : 0.0);
 }
 

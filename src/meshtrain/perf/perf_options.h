@@ -130,6 +130,13 @@ struct PerfOptions {
   // the re-gather of the stashed sequence-parallel input under the input-
   // gradient GEMM. Superseded by tp_comm_overlap where both are set.
   bool async_tp_backward = false;
+  // Context parallelism as Meta trained Llama 3 (Dubey et al. 2024, Sec.
+  // 3.3.2): K and V all-gathered over the CP group before each block's
+  // attention, "the all-gather communication latency is exposed in the
+  // critical path", and their gradients reduce-scattered in the backward;
+  // instead of Megatron-Core's ring, whose steps run under the attention of
+  // the chunk in hand.
+  bool cp_all_gather = false;
   // Gradients held in the model's 16-bit dtype between the backward and the
   // step, as DeepSpeed's engine holds them (ZeRO paper, Rajbhandari et al.
   // SC20, Sec. 3.1: 2 bytes of parameters and 2 of gradients per element,

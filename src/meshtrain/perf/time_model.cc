@@ -225,15 +225,22 @@ struct Pricer {
   // (forward), and with their gradients (backward), sent cp - 1 times, each
   // step under the attention of the chunk in hand; the ring is as fast as
   // its slowest hop (the one across nodes where the group spans them).
+  // With PerfOptions::cp_all_gather: one all-gather of every rank's K and V
+  // (forward) or reduce-scatter of their gradients (backward), exposed.
   double kv_ring(bool backward) const {
     if (p.cp == 1) return 0;
-    const double bytes = (backward ? 2 : 1) * kv_chunk_bytes(m, p);
     const int first = rank_of(p, {0, 0, 0}), second = rank_of(p, {0, 1, 0}), last = rank_of(p, {0, p.cp - 1, 0});
+    if (o.cp_all_gather)
+      return collective_time(s, backward ? Collective::reduce_scatter : Collective::all_gather,
+                             p.cp * kv_chunk_bytes(m, p), p.cp, second - first);
+    const double bytes = (backward ? 2 : 1) * kv_chunk_bytes(m, p);
     const double hop = std::max(p2p_time(s, bytes, first, second), p2p_time(s, bytes, last, first));
     const double attention = (backward ? attention_backward() : attention_forward()) / p.cp;
     return (p.cp - 1) * std::max(hop - attention, 0.0);
   }
-  double kv_ring_bytes(bool backward) const { return (p.cp - 1) * (backward ? 2 : 1) * kv_chunk_bytes(m, p); }
+  double kv_ring_bytes(bool backward) const {
+    return (p.cp - 1) * (backward && !o.cp_all_gather ? 2 : 1) * kv_chunk_bytes(m, p);
+  }
 
   struct Block {
     ChunkCost cost;   // dp fields unused here
