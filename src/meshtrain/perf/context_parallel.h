@@ -15,7 +15,8 @@
 //   - cp stays: attention runs over the keys of the whole sequence
 //     (seq_length x cp, causal, two chunks a rank so that every rank does the
 //     same share), and a block's K and V go round the CP ring
-//     (time_model.cc: Pricer::kv_ring).
+//     (time_model.cc: Pricer::kv_exchange; Llama 3's all-gather instead
+//     under PerfOptions::cp_all_gather).
 // Rates (tokens and FLOPs per step) come from the layout itself. Apply the
 // view once, at the memory and time models' entry points.
 #pragma once

@@ -259,7 +259,7 @@ double framework_logits_extra(const ModelConfig& m, const ParallelConfig& p, con
 // in flight beside the one in hand, and backward their gradients too. Under
 // PerfOptions::cp_all_gather, the whole sequence's K and V gathered, and
 // backward their gradients before the reduce-scatter.
-double ring_kv_bytes(const ModelConfig& m, const ParallelConfig& p, const PerfOptions& o) {
+double cp_kv_buffer_bytes(const ModelConfig& m, const ParallelConfig& p, const PerfOptions& o) {
   if (p.cp == 1) return 0;
   return (o.cp_all_gather ? 2.0 * p.cp : 4.0) * kv_chunk_bytes(m, p);
 }
@@ -300,7 +300,7 @@ double stage_activations(const ModelConfig& m, const ParallelConfig& p, const St
   ParallelConfig wp = p;
   if (op_level) wp.recompute = Recompute::full;
   const double working =
-      double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores + ring_kv_bytes(m, p, o);
+      double(allocated_bytes(rank_working_set(m, wp, has_head))) + 2 * scores + cp_kv_buffer_bytes(m, p, o);
   return stash + batch + working + (has_head ? framework_logits_extra(m, p, o) : 0.0);
 }
 

@@ -227,18 +227,19 @@ struct Pricer {
   // its slowest hop (the one across nodes where the group spans them).
   // With PerfOptions::cp_all_gather: one all-gather of every rank's K and V
   // (forward) or reduce-scatter of their gradients (backward), exposed.
-  double kv_ring(bool backward) const {
+  double kv_exchange(bool backward) const {
     if (p.cp == 1) return 0;
-    const int first = rank_of(p, {0, 0, 0}), second = rank_of(p, {0, 1, 0}), last = rank_of(p, {0, p.cp - 1, 0});
+    const int first = rank_of(p, {0, 0, 0}), second = rank_of(p, {0, 1, 0});
     if (o.cp_all_gather)
       return collective_time(s, backward ? Collective::reduce_scatter : Collective::all_gather,
                              p.cp * kv_chunk_bytes(m, p), p.cp, second - first);
+    const int last = rank_of(p, {0, p.cp - 1, 0});
     const double bytes = (backward ? 2 : 1) * kv_chunk_bytes(m, p);
     const double hop = std::max(p2p_time(s, bytes, first, second), p2p_time(s, bytes, last, first));
     const double attention = (backward ? attention_backward() : attention_forward()) / p.cp;
     return (p.cp - 1) * std::max(hop - attention, 0.0);
   }
-  double kv_ring_bytes(bool backward) const {
+  double kv_exchange_bytes(bool backward) const {
     return (p.cp - 1) * (backward && !o.cp_all_gather ? 2 : 1) * kv_chunk_bytes(m, p);
   }
 
@@ -269,10 +270,10 @@ struct Pricer {
     b.cost.backward_tp_s = bwd_tp;
     b.tp_bytes = bytes;
     // Full recompute passes the forward's K and V round the ring again.
-    const double ring_forward = kv_ring(false), ring_forward_bytes = kv_ring_bytes(false);
+    const double ring_forward = kv_exchange(false), ring_forward_bytes = kv_exchange_bytes(false);
     b.cost.forward_cp_s = ring_forward;
-    b.cost.backward_cp_s = kv_ring(true) + (recomputed ? ring_forward : 0);
-    b.cp_bytes = ring_forward_bytes + kv_ring_bytes(true) + (recomputed ? ring_forward_bytes : 0);
+    b.cost.backward_cp_s = kv_exchange(true) + (recomputed ? ring_forward : 0);
+    b.cp_bytes = ring_forward_bytes + kv_exchange_bytes(true) + (recomputed ? ring_forward_bytes : 0);
     return b;
   }
 
