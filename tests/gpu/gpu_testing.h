@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "../kernels/testing.h"
@@ -54,6 +56,30 @@ template <> inline std::vector<bf16> make<bf16>(const vecf& v) { return to_bf16(
 // rounding (2^-8 relative) when the fp32 values before rounding differ.
 template <class T> constexpr double tol(double f32) {
   return std::is_same_v<T, float> ? f32 : 1.6e-2;
+}
+
+// A bf16 matmul output, out = product + addend (a bias, or the output
+// accumulated into; 0 for neither), against its double-precision value
+// `exact`. Allowed: a bf16 rounding (2^-8 relative) of the product and one of
+// the result -- cuBLASLt may round the product to bf16 before the epilogue's
+// add, oneDNN after it -- plus 2^-20 of the sum of |terms| of the product
+// (fp32 accumulation in either order; a dot product that cancels to near
+// zero keeps that absolute error). 10% margin.
+inline ::testing::AssertionResult within_bf16_matmul_rounding(const vecf& actual, const std::vector<double>& exact,
+                                                              const std::vector<double>& product,
+                                                              const std::vector<double>& terms_abs_sum) {
+  double worst = -1.0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double tol =
+        1.1 * (0x1p-8 * (std::fabs(product[i]) + std::fabs(exact[i])) + 0x1p-20 * terms_abs_sum[i]) + 1e-30;
+    const double excess = std::isfinite(actual[i]) ? std::fabs(actual[i] - exact[i]) / tol : 1e300;
+    if (excess > worst) worst = excess, worst_i = i;
+  }
+  if (worst <= 1.0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "element " << worst_i << ": " << actual[worst_i] << " vs exact "
+                                       << exact[worst_i] << " (product " << product[worst_i] << ", sum of |terms| "
+                                       << terms_abs_sum[worst_i] << "; error " << worst << " x tolerance)";
 }
 
 }  // namespace mt_test
