@@ -58,28 +58,54 @@ template <class T> constexpr double tol(double f32) {
   return std::is_same_v<T, float> ? f32 : 1.6e-2;
 }
 
-// A bf16 matmul output, out = product + addend (a bias, or the output
-// accumulated into; 0 for neither), against its double-precision value
-// `exact`. Allowed: a bf16 rounding (2^-8 relative) of the product and one of
-// the result -- cuBLASLt may round the product to bf16 before the epilogue's
-// add, oneDNN after it -- plus 2^-20 of the sum of |terms| of the product
-// (fp32 accumulation in either order; a dot product that cancels to near
-// zero keeps that absolute error). 10% margin.
-inline ::testing::AssertionResult within_bf16_matmul_rounding(const vecf& actual, const std::vector<double>& exact,
-                                                              const std::vector<double>& product,
-                                                              const std::vector<double>& terms_abs_sum) {
+// The double-precision value of a matmul, out[i, j] = sum_l a[i, l] b(l, j)
+// + addend(i, j), from the (bf16-rounded) inputs as floats: a is [I, L]
+// row-major and b(l, j) = b[l * b_l + j * b_j] (W as [J, L]: b_l = 1,
+// b_j = L). With the product and the sum of |terms| of each element, which
+// bound the roundings two correct backends may differ by.
+struct MatmulReference {
+  std::vector<double> product, terms_abs_sum, exact;
+};
+template <class Addend>
+MatmulReference matmul_reference(const vecf& a, const vecf& b, int I, int L, int J, size_t b_l, size_t b_j,
+                                 Addend addend) {
+  MatmulReference r;
+  const size_t n = size_t(I) * J;
+  r.product.resize(n), r.terms_abs_sum.resize(n), r.exact.resize(n);
+  for (int i = 0; i < I; ++i)
+    for (int j = 0; j < J; ++j) {
+      double sum = 0, abs_sum = 0;
+      for (int l = 0; l < L; ++l) {
+        const double t = double(a[size_t(i) * L + l]) * b[size_t(l) * b_l + size_t(j) * b_j];
+        sum += t, abs_sum += std::fabs(t);
+      }
+      const size_t e = size_t(i) * J + j;
+      r.product[e] = sum, r.terms_abs_sum[e] = abs_sum, r.exact[e] = sum + addend(i, j);
+    }
+  return r;
+}
+
+// A bf16 matmul output (out = product + addend: a bias, or the output
+// accumulated into) against its double-precision value. Allowed: a bf16
+// rounding (2^-8 relative) of the product and one of the result -- cuBLASLt
+// may round the product to bf16 before the epilogue's add, oneDNN after it
+// -- plus 2^-20 of the sum of |terms| (fp32 accumulation in either order; a
+// dot product that cancels to near zero keeps that absolute error). 10%
+// margin.
+inline ::testing::AssertionResult within_bf16_matmul_rounding(const vecf& actual, const MatmulReference& ref) {
   double worst = -1.0;
   size_t worst_i = 0;
   for (size_t i = 0; i < actual.size(); ++i) {
     const double tol =
-        1.1 * (0x1p-8 * (std::fabs(product[i]) + std::fabs(exact[i])) + 0x1p-20 * terms_abs_sum[i]) + 1e-30;
-    const double excess = std::isfinite(actual[i]) ? std::fabs(actual[i] - exact[i]) / tol : 1e300;
+        1.1 * (0x1p-8 * (std::fabs(ref.product[i]) + std::fabs(ref.exact[i])) + 0x1p-20 * ref.terms_abs_sum[i]) + 1e-30;
+    const double excess = std::isfinite(actual[i]) ? std::fabs(actual[i] - ref.exact[i]) / tol : 1e300;
     if (excess > worst) worst = excess, worst_i = i;
   }
   if (worst <= 1.0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "element " << worst_i << ": " << actual[worst_i] << " vs exact "
-                                       << exact[worst_i] << " (product " << product[worst_i] << ", sum of |terms| "
-                                       << terms_abs_sum[worst_i] << "; error " << worst << " x tolerance)";
+                                       << ref.exact[worst_i] << " (product " << ref.product[worst_i]
+                                       << ", sum of |terms| " << ref.terms_abs_sum[worst_i] << "; error " << worst
+                                       << " x tolerance)";
 }
 
 }  // namespace mt_test

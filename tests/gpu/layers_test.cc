@@ -126,20 +126,11 @@ TYPED_TEST(GpuLayers, MatmulMatchesCpu) {
       gpu::matmul_forward(gy.get(), gx.get(), gw.get(), bias ? gb.get() : nullptr, s.M, s.K, s.N);
       const std::string at = fmt::format("forward M={} K={} N={} bias={}", s.M, s.K, s.N, bias);
       if constexpr (std::is_same_v<T, bf16>) {
-        const vecf xf = as_float(x), wf = as_float(w), bf = as_float(b);
-        std::vector<double> prod(y.size()), mag(y.size()), exact(y.size());
-        for (int m = 0; m < s.M; ++m)
-          for (int n = 0; n < s.N; ++n) {
-            double acc = 0, abs_sum = 0;
-            for (int k = 0; k < s.K; ++k) {
-              const double t = double(xf[size_t(m) * s.K + k]) * wf[size_t(n) * s.K + k];
-              acc += t, abs_sum += std::fabs(t);
-            }
-            const size_t i = size_t(m) * s.N + n;
-            prod[i] = acc, mag[i] = abs_sum, exact[i] = acc + (bias ? bf[n] : 0.0);
-          }
-        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(y), exact, prod, mag)) << "cpu " << at;
-        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(gy.host()), exact, prod, mag)) << "gpu " << at;
+        const vecf bf = as_float(b);
+        const auto ref = matmul_reference(as_float(x), as_float(w), s.M, s.K, s.N, 1, s.K,
+                                          [&](int, int n) { return bias ? double(bf[n]) : 0.0; });
+        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(y), ref)) << "cpu " << at;
+        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(gy.host()), ref)) << "gpu " << at;
       } else {
         EXPECT_TRUE(close(gy.host(), y, 1e-4)) << at;
       }
@@ -154,20 +145,10 @@ TYPED_TEST(GpuLayers, MatmulMatchesCpu) {
       gpu::matmul_backward(gdx.get(), gdw.get(), gdb.get(), gdy.get(), gx.get(), gw.get(), s.M, s.K, s.N, acc);
       const std::string at = fmt::format("backward M={} K={} N={} accumulate={}", s.M, s.K, s.N, acc);
       if constexpr (std::is_same_v<T, bf16>) {
-        const vecf dyf = as_float(dy), wf = as_float(w);
-        std::vector<double> prod(dx.size()), mag(dx.size()), exact(dx.size());
-        for (int m = 0; m < s.M; ++m)
-          for (int k = 0; k < s.K; ++k) {
-            double sum = 0, abs_sum = 0;
-            for (int n = 0; n < s.N; ++n) {
-              const double t = double(dyf[size_t(m) * s.N + n]) * wf[size_t(n) * s.K + k];
-              sum += t, abs_sum += std::fabs(t);
-            }
-            const size_t i = size_t(m) * s.K + k;
-            prod[i] = sum, mag[i] = abs_sum, exact[i] = sum + (acc ? dx0[i] : 0.0);
-          }
-        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(dx), exact, prod, mag)) << "cpu " << at;
-        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(gdx.host()), exact, prod, mag)) << "gpu " << at;
+        const auto ref = matmul_reference(as_float(dy), as_float(w), s.M, s.N, s.K, s.K, 1,
+                                          [&](int m, int k) { return acc ? double(dx0[size_t(m) * s.K + k]) : 0.0; });
+        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(dx), ref)) << "cpu " << at;
+        EXPECT_TRUE(within_bf16_matmul_rounding(as_float(gdx.host()), ref)) << "gpu " << at;
       } else {
         EXPECT_TRUE(close(gdx.host(), dx, 1e-4)) << at;
       }
