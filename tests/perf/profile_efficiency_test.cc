@@ -140,6 +140,24 @@ TEST(ProfileEfficiency, ShrinkageIsChosenByLeaveOneSourceOut) {
   }
 }
 
+// A profile with one published run, missed by far more than the group's
+// rows are: its interval is that miss, not the group's 80th percentile.
+TEST(ProfileEfficiency, AProfileWithOneMissedRowCarriesThatMissAsItsInterval) {
+  std::string text = kHeader;
+  for (const char* src : {"a", "b", "c"})
+    for (int tp : {1, 2}) text += row(fmt::format("{}-{}", src, tp), src, "megatron-deepspeed-2021", tp, 16 / tp, 60);
+  text += row("z-1", "z", "deepspeed-zero3", 1, 16, 30);  // half of what the others' rate predicts
+  std::istringstream in(text);
+  const tune::EfficiencyFits fits = tune::fit_efficiency(tune::read_runs(tune::read_csv(in)));
+  ASSERT_EQ(fits.systems.size(), 1u);
+  const tune::EfficiencyFit& f = fits.systems[0];
+  ASSERT_TRUE(f.profiles.count("deepspeed-zero3"));
+  const tune::ProfileFit& z = f.profiles.at("deepspeed-zero3");
+  EXPECT_EQ(z.rows, 1);
+  EXPECT_GT(z.cv_abs_error, 0.3);
+  EXPECT_GT(z.cv_abs_error, 2 * f.cv_abs_error);
+}
+
 TEST(ProfileEfficiency, WithOneSourcePerProfileTheFoldFallsBackToThePooledFit) {
   std::string text = kHeader;
   for (int tp : {1, 2}) {
