@@ -237,8 +237,8 @@ Selection select_shrinkage(const GridResults& g) {
   return sel;
 }
 
-// 80th percentile of the held-out |error| of the compared rows `keep`
-// accepts; 0 with fewer than `min_rows` of them.
+// The largest held-out |error| of the compared rows `keep` accepts; 0 with
+// none.
 double max_abs_error(const Folds& f, const std::function<bool(const RunRow&)>& keep, const GridResults& g) {
   double worst = 0;
   for (size_t j = 0; j < f.rows.size(); ++j)
@@ -246,6 +246,8 @@ double max_abs_error(const Folds& f, const std::function<bool(const RunRow&)>& k
   return worst;
 }
 
+// 80th percentile of the held-out |error| of the compared rows `keep`
+// accepts; 0 with fewer than `min_rows` of them.
 double abs_error_p80(const Folds& f, const std::function<bool(const RunRow&)>& keep, const GridResults& g,
                      int min_rows) {
   std::vector<double> e;
@@ -262,7 +264,7 @@ double profile_abs_error(const Folds& f, const std::function<bool(const RunRow&)
                          double group_p80) {
   const double own = abs_error_p80(f, keep, g, 3);
   if (own > 0) return own;
-  const double worst = abs_error_p80(f, keep, g, 1) > 0 ? max_abs_error(f, keep, g) : 0;
+  const double worst = max_abs_error(f, keep, g);
   return worst > group_p80 ? worst : 0;
 }
 
