@@ -140,9 +140,10 @@ int print_plan(const PlanArgs& a, const ModelConfig& m, const perf::SystemSpec& 
         "under published peaks, so it may not fit\n",
         100 * (1 - perf::kMemoryUnderPrediction), 100 * perf::kMemoryUnderPrediction);
   if (const int n = tune::within_error_of_best(plan, sys.prediction_error); n > 0)
-    fmt::print("the best and the next {} candidate(s) are within each other's +-{:.0f}% (this system's "
-               "leave-one-source-out error): the ranking among them is not resolved by the model\n",
-               n, 100 * sys.prediction_error);
+    fmt::print(
+        "the best and the next {} candidate(s) are within each other's +-{:.0f}% ({}): the ranking "
+        "among them is not resolved by the model\n",
+        n, 100 * sys.prediction_error, sys.prediction_error_basis());
   return 0;
 }
 

@@ -119,9 +119,11 @@ nlohmann::json prediction_json(const PredictArgs& a, const ModelConfig& m, const
   j["system"] = sys.name;
   j["num_gpus"] = a.num_gpus;
   j["framework_profile"] = a.framework;
-  if (sys.prediction_error > 0)  // the system's leave-one-source-out error
+  if (sys.prediction_error > 0) {  // the system's (or the profile's) held-out error
     j["tokens_per_s_interval"] = {r.tokens_per_s * (1 - sys.prediction_error),
                                   r.tokens_per_s * (1 + sys.prediction_error)};
+    j["tokens_per_s_interval_basis"] = sys.prediction_error_basis();
+  }
   j["meshtrain_commit"] = build_commit();
   return j;
 }
@@ -164,9 +166,8 @@ void print_prediction(const PredictArgs& a, const ModelConfig& m, const Parallel
   if (p.cp > 1) fmt::print("  cp comm    {:10.4g} s {:5.1f}%\n", t.cp_comm, pct(t.cp_comm));
   fmt::print("\nthroughput {:.4g} tokens/s ({:.4g} tokens/step)\n", r.tokens_per_s, r.tokens_per_step);
   if (sys.prediction_error > 0)
-    fmt::print("  interval {:.4g} - {:.4g} tokens/s (+-{:.0f}%: this system's leave-one-source-out error)\n",
-               r.tokens_per_s * (1 - sys.prediction_error), r.tokens_per_s * (1 + sys.prediction_error),
-               100 * sys.prediction_error);
+    fmt::print("  interval {:.4g} - {:.4g} tokens/s (+-{:.0f}%: {})\n", r.tokens_per_s * (1 - sys.prediction_error),
+               r.tokens_per_s * (1 + sys.prediction_error), 100 * sys.prediction_error, sys.prediction_error_basis());
   fmt::print("  model TFLOP/s per GPU    {:.4g}  (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
   fmt::print("  hardware TFLOP/s per GPU {:.4g}  (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
   fmt::print("  pipeline bubble          {:.1f}%\n", 100 * r.bubble_fraction);

@@ -39,10 +39,12 @@ TEST(SystemSpec, ProfileEfficiencyReplacesThePooledDataForThatProfileOnly) {
   EXPECT_DOUBLE_EQ(a.compute.flash_attention_efficiency, 0.33);
   EXPECT_DOUBLE_EQ(a.memory.elementwise_efficiency, 0.45);
   EXPECT_DOUBLE_EQ(a.prediction_error, 0.07);
+  EXPECT_NE(a.prediction_error_basis().find("megatron-lm-2021"), std::string::npos);  // the interval says whose
   EXPECT_TRUE(a.profile_efficiency.empty());
   const perf::SystemSpec b = s.for_profile("fsdp-2022");
   EXPECT_DOUBLE_EQ(b.compute.matmul_efficiency_bf16(4096), s.compute.matmul_efficiency_bf16(4096));
   EXPECT_DOUBLE_EQ(b.prediction_error, s.prediction_error);
+  EXPECT_EQ(b.prediction_error_basis(), s.prediction_error_basis());
   EXPECT_DOUBLE_EQ(b.memory.elementwise_efficiency, s.memory.elementwise_efficiency);
   // Written back as read.
   const nlohmann::json again = s;

@@ -148,8 +148,16 @@ SystemSpec SystemSpec::for_profile(const std::string& profile) const {
   if (e.matmul_efficiency_bf16) s.compute.matmul_efficiency_bf16 = *e.matmul_efficiency_bf16;
   if (e.flash_attention_efficiency) s.compute.flash_attention_efficiency = *e.flash_attention_efficiency;
   if (e.elementwise_efficiency) s.memory.elementwise_efficiency = *e.elementwise_efficiency;
-  if (e.prediction_error > 0) s.prediction_error = e.prediction_error;
+  if (e.prediction_error > 0) {
+    s.prediction_error = e.prediction_error;
+    s.prediction_error_profile = profile;
+  }
   return s;
+}
+
+std::string SystemSpec::prediction_error_basis() const {
+  if (prediction_error_profile.empty()) return "this system's leave-one-source-out error";
+  return fmt::format("the held-out error of {}'s published runs on this device", prediction_error_profile);
 }
 
 GroupPlacement place_group(const SystemSpec& s, int size, int stride) {
