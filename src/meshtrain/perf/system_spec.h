@@ -122,10 +122,12 @@ struct SystemSpec {
   // efficiency data fitted without its own source (`meshtrain validate --cv
   // source`). JSON "cv_abs_error"; 0 when not known.
   double prediction_error = 0;
-  // Whose held-out rows prediction_error is from, for saying so: "this
-  // system's leave-one-source-out error", or a profile's (for_profile).
+  // The profile whose own held-out rows prediction_error is from (set by
+  // for_profile where it has its own); empty: the system's.
+  std::string prediction_error_profile;
+  // Whose error the interval is, for saying so: "this system's
+  // leave-one-source-out error", or that profile's published runs.
   std::string prediction_error_basis() const;
-  std::string prediction_error_profile;  // set by for_profile where the profile has its own; else empty
   std::map<std::string, ProfileEfficiency> profile_efficiency;  // by profile name
   // Systems of one device (the same silicon and kernels in other nodes:
   // DGX A100 40GB and 80GB, an IBM A100 cluster) share their efficiency

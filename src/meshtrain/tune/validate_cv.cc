@@ -1,5 +1,6 @@
 #include "meshtrain/tune/validate_cv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -237,22 +238,20 @@ Selection select_shrinkage(const GridResults& g) {
   return sel;
 }
 
-// The largest held-out |error| of the compared rows `keep` accepts; 0 with
-// none.
-double max_abs_error(const Folds& f, const std::function<bool(const RunRow&)>& keep, const GridResults& g) {
-  double worst = 0;
+// The held-out |error| of each compared row `keep` accepts.
+std::vector<double> held_out_abs_errors(const Folds& f, const std::function<bool(const RunRow&)>& keep,
+                                        const GridResults& g) {
+  std::vector<double> e;
   for (size_t j = 0; j < f.rows.size(); ++j)
-    if (f.rows[j].compared && keep(*g.rows[f.index[j]])) worst = std::max(worst, std::fabs(f.rows[j].error));
-  return worst;
+    if (f.rows[j].compared && keep(*g.rows[f.index[j]])) e.push_back(std::fabs(f.rows[j].error));
+  return e;
 }
 
 // 80th percentile of the held-out |error| of the compared rows `keep`
 // accepts; 0 with fewer than `min_rows` of them.
 double abs_error_p80(const Folds& f, const std::function<bool(const RunRow&)>& keep, const GridResults& g,
                      int min_rows) {
-  std::vector<double> e;
-  for (size_t j = 0; j < f.rows.size(); ++j)
-    if (f.rows[j].compared && keep(*g.rows[f.index[j]])) e.push_back(std::fabs(f.rows[j].error));
+  const std::vector<double> e = held_out_abs_errors(f, keep, g);
   return int(e.size()) >= min_rows ? quantile_of(e, 0.8) : 0.0;
 }
 
@@ -262,9 +261,9 @@ double abs_error_p80(const Folds& f, const std::function<bool(const RunRow&)>& k
 // group's 7%); 0 without rows or where the group's already covers them.
 double profile_abs_error(const Folds& f, const std::function<bool(const RunRow&)>& keep, const GridResults& g,
                          double group_p80) {
-  const double own = abs_error_p80(f, keep, g, 3);
-  if (own > 0) return own;
-  const double worst = max_abs_error(f, keep, g);
+  const std::vector<double> e = held_out_abs_errors(f, keep, g);
+  if (e.size() >= 3) return quantile_of(e, 0.8);
+  const double worst = e.empty() ? 0 : *std::max_element(e.begin(), e.end());
   return worst > group_p80 ? worst : 0;
 }
 
