@@ -77,7 +77,31 @@ void print_summary(const tune::Validation& v) {
                w.system, w.metric, w.layouts, w.spearman);
 }
 
-std::string shrinkage_name(double k) { return std::isinf(k) ? "inf (pooled)" : fmt::format("{:g}", k); }
+// The held-out objective of every pair of shrinkage weights: one line per
+// k, one column per k_flash; then the chosen pair's errors.
+void print_shrinkage(const tune::CrossValidation& cv) {
+  const std::vector<double> ks = tune::shrinkage_grid();
+  auto name = [](double k) { return std::isinf(k) ? std::string("inf") : fmt::format("{:g}", k); };
+  fmt::print(
+      "\nper-profile shrinkage (row-equivalents of the family's and the system's fit; inf: the system's "
+      "point): held-out objective by k (emax, elementwise; lines) and k_flash (columns)\n{:>8}",
+      "");
+  for (double kf : ks) fmt::print(" {:>7}", name(kf));
+  fmt::print("\n");
+  for (size_t i = 0; i < ks.size(); ++i) {
+    fmt::print("  k {:>4}", name(ks[i]));
+    for (size_t j = 0; j < ks.size(); ++j) {
+      const tune::ShrinkageScore& s = cv.by_shrinkage[i * ks.size() + j];
+      fmt::print(" {:>6.4f}{}", s.objective, s.shrinkage == cv.shrinkage ? "*" : " ");
+    }
+    fmt::print("\n");
+  }
+  for (const auto& s : cv.by_shrinkage)
+    if (s.shrinkage == cv.shrinkage || s.shrinkage.pooled())
+      fmt::print("  {} {:<22} median {:.1f}%, max {:.1f}%, objective {:.4f}\n",
+                 s.shrinkage == cv.shrinkage ? "chosen" : "pooled", tune::shrinkage_name(s.shrinkage),
+                 100 * s.errors.median_abs_error, 100 * s.errors.max_abs_error, s.objective);
+}
 
 void print_folds(const tune::CrossValidation& cv) {
   fmt::print("\nleave-one-source-out: each source predicted with efficiency data fitted without it\n");
@@ -90,11 +114,7 @@ void print_folds(const tune::CrossValidation& cv) {
     fmt::print("{:<28} {:>4} {:>7.1f}% {:>7.1f}%  {}\n", f.source.substr(0, 28), f.errors.rows,
                100 * f.errors.median_abs_error, 100 * f.errors.max_abs_error, fitted);
   }
-  fmt::print("\nper-profile shrinkage k (row-equivalents of the system's pooled fit; inf: one fit per system):\n");
-  for (const auto& k : cv.by_shrinkage)
-    fmt::print("  k {:<13} median {:.1f}%, max {:.1f}%, objective {:.4f}{}\n", shrinkage_name(k.shrinkage),
-               100 * k.errors.median_abs_error, 100 * k.errors.max_abs_error, k.objective,
-               k.shrinkage == cv.shrinkage ? "  <- chosen" : "");
+  print_shrinkage(cv);
 }
 
 // Non-zero when nothing was compared or any row was malformed.
@@ -132,12 +152,10 @@ int run_validate(const ValidateArgs& a) {
         fmt::print("  profile {:<24} {:>3} rows: emax {:.2f}, flash {:.2f}, elementwise {:.2f}\n", name, p.rows,
                    p.point.emax, p.point.flash, p.point.elementwise);
     }
-    if (a.json) std::cout << nlohmann::json{{"shrinkage", std::isinf(fits.shrinkage) ? nlohmann::json("inf")
-                                                                                    : nlohmann::json(fits.shrinkage)},
-                                            {"systems", j}}.dump(2)
-                          << "\n";
+    if (a.json)
+      std::cout << nlohmann::json{{"shrinkage", tune::shrinkage_json(fits.shrinkage)}, {"systems", j}}.dump(2) << "\n";
     else
-      fmt::print("per-profile shrinkage k = {} (chosen by leave-one-source-out)\n", shrinkage_name(fits.shrinkage));
+      fmt::print("per-profile shrinkage {} (chosen by leave-one-source-out)\n", tune::shrinkage_name(fits.shrinkage));
     return fits.systems.empty() ? 1 : 0;
   }
   if (!a.cv.empty()) {

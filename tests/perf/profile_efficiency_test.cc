@@ -117,10 +117,10 @@ TEST(ProfileEfficiency, ShrinkageIsChosenByLeaveOneSourceOut) {
   std::istringstream in(text), in_fit(text);
   const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));
   ASSERT_EQ(cv.held_out.all.rows, 8);
-  ASSERT_EQ(cv.by_shrinkage.size(), tune::shrinkage_grid().size());
-  EXPECT_FALSE(std::isinf(cv.shrinkage));
+  ASSERT_EQ(cv.by_shrinkage.size(), tune::shrinkage_grid().size() * tune::shrinkage_grid().size());
+  EXPECT_FALSE(cv.shrinkage.pooled());
   const tune::ShrinkageScore& pooled = cv.by_shrinkage.back();
-  ASSERT_TRUE(std::isinf(pooled.shrinkage));
+  ASSERT_TRUE(pooled.shrinkage.pooled());
   EXPECT_GT(pooled.errors.median_abs_error, 0.08);
   EXPECT_LT(cv.held_out.all.median_abs_error, pooled.errors.median_abs_error / 2);
   for (const tune::SourceFold& f : cv.sources) EXPECT_FALSE(f.by_profile.empty()) << f.source;
@@ -169,8 +169,8 @@ TEST(ProfileEfficiency, WithOneSourcePerProfileTheFoldFallsBackToThePooledFit) {
   std::istringstream in(text);
   const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));
   for (const tune::SourceFold& f : cv.sources) EXPECT_TRUE(f.by_profile.empty()) << f.source;
-  // Every shrinkage gives the same held-out errors: the larger k is kept.
-  EXPECT_TRUE(std::isinf(cv.shrinkage));
+  // Every shrinkage gives the same held-out errors: the larger weights are kept.
+  EXPECT_TRUE(cv.shrinkage.pooled());
 }
 
 // Two framework families on one system: the Megatron family's sources
@@ -190,7 +190,7 @@ TEST(ProfileEfficiency, AProfileWithoutRowsTakesItsFamilysPoint) {
   ASSERT_NE(perf::framework_profile("megatron-lm-2021").family, perf::framework_profile("fsdp-2022").family);
   std::istringstream in(text);
   const tune::CrossValidation cv = tune::cross_validate_by_source(tune::read_runs(tune::read_csv(in)));
-  ASSERT_FALSE(std::isinf(cv.shrinkage));
+  ASSERT_FALSE(cv.shrinkage.pooled());
   const tune::ShrinkageScore& pooled = cv.by_shrinkage.back();
   EXPECT_GT(pooled.errors.median_abs_error, 0.08);
   // Within the fit's grid: emax moves in steps of 0.05 near 0.5, 10% apart,

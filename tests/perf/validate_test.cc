@@ -127,26 +127,23 @@ TEST(CrossValidation, ASystemSeenInOneSourceOnlyIsPredictedFromThePooledFit) {
     }
 }
 
-// The ZeRO-3 runs beyond a node that stay out of the fit
-// (docs/PERFORMANCE-MODEL.md, "ZeRO-3 beyond a node, not in the set"): every
-// row is read and compared. DeepSpeed ZeRO-3 on 1,024 GPUs, 2.4 and 3.4
-// times too fast while a ring's latency was the sum of its hops, is within
-// 25% at the measured ring step (about 600 gathers of 1,023 steps a
-// micro-batch); MiCS, sharded inside the node, is still the miss the docs
-// state (more than 40% too fast, as the 8-GPU ZeRO-3 row is 33%), on the
-// A800 file (NVLink 200 GB/s a direction, 4 HDR a node).
-TEST(Validate, ZeroThreeAtScaleRunsAreRead) {
-  const Validation v = validate_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/zero3-at-scale-runs.csv"));
-  EXPECT_TRUE(v.skipped.empty());
-  EXPECT_EQ(v.all.rows, 5);
-  for (const RowResult& r : v.rows) {
+// The ZeRO-3 runs beyond a node (docs/PERFORMANCE-MODEL.md, "ZeRO-3 beyond
+// a node"): DeepSpeed ZeRO-3 on 1,024 GPUs, 2.4 and 3.4 times too fast
+// while a ring's latency was the sum of its hops, is within 25% at the
+// measured ring step (about 600 gathers of 1,023 steps a micro-batch), on
+// the A800 file (NVLink 200 GB/s a direction, 4 HDR a node). Those rows are
+// communication: the deepspeed-zero3 point fitted to the one-node and MiCS
+// rows does not decide them.
+TEST(Validate, ZeroThreeAtScaleRunsArePricedByTheirRings) {
+  const Validation v = validate_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv"));
+  int seen = 0;
+  for (const RowResult& r : v.rows)
     if (r.id == "amsp-ds-zero3-l13b-1024" || r.id == "amsp-ds-zero3-l7b-1024") {
+      ++seen;
       EXPECT_LT(std::fabs(r.error), 0.25) << r.id;
+      EXPECT_GT(r.prediction.time.dp_comm, 5 * r.prediction.time.compute) << r.id;
     }
-    if (r.id.rfind("amsp-ds-mics-", 0) == 0) {
-      EXPECT_GT(r.error, 0.4) << r.id;
-    }
-  }
+  EXPECT_EQ(seen, 2);
 }
 
 // The memory model's bound on its over-prediction (kMemoryOverPrediction,
@@ -167,20 +164,23 @@ TEST(Validate, MemoryOverPredictionIsBounded) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 3.5%, max 49.8%; BigScience's 72-layer sweep ranked at Spearman
-// 0.81, its 78-layer one, balanced over 12 stages where it is pipelined so, at
+// (median 3.5%, max 32.6%; BigScience's 72-layer sweep ranked at Spearman
+// 0.80, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target. The maximum is
-// BloombergGPT's ZeRO-3 run on 512 A100 40GB over EFA (+50%, its micro-batch
-// not published and planned at the best), the known miss the docs name.
+// MosaicML's MPT-70B on 64 A100 40GB (+33%; the same table's 128-GPU row is
+// +2%), the known miss the docs name.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
   EXPECT_TRUE(cv.held_out.skipped.empty());
-  EXPECT_EQ(cv.held_out.all.rows, 201);
-  EXPECT_EQ(cv.sources.size(), 28u);
+  EXPECT_EQ(cv.held_out.all.rows, 206);
+  EXPECT_EQ(cv.sources.size(), 29u);
   EXPECT_LE(cv.held_out.all.median_abs_error, 0.08);
-  EXPECT_LE(cv.held_out.all.max_abs_error, 0.55);
+  EXPECT_LE(cv.held_out.all.max_abs_error, 0.35);
+  // The flash efficiency is shrunk by a weight of its own, not the same as
+  // emax's (validate_cv.h).
+  EXPECT_NE(cv.shrinkage.k, cv.shrinkage.k_flash);
   // Every published run fits: NeMo's Nemotron-4 340B on 128 H100 (DP 2),
   // with NeMo's bf16 gradient buffer, at 81.2 GiB live of 80, within the
   // memory model's error (tight). Four of the six layouts BigScience
@@ -221,12 +221,25 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
       EXPECT_EQ(r.config.cp, 16);
       EXPECT_LE(std::fabs(r.error), 0.25);
     }
-  for (const SourceFold& f : cv.sources)
+  // DeepSpeed ZeRO-3's runtime, held out both ways: BloombergGPT (+50%
+  // while the profile had no other row) from AMSP's DeepSpeed runs, and
+  // those (a one-node run 33% fast, MiCS 57-71% fast at the system's
+  // point) from BloombergGPT.
+  for (const RowResult& r : cv.held_out.rows)
+    if (r.id == "bloomberggpt-50b-512") {
+      EXPECT_LE(std::fabs(r.error), 0.2);
+    }
+  for (const SourceFold& f : cv.sources) {
     if (f.source == "jiang2024-megascale") {
       EXPECT_EQ(f.errors.rows, 12);
       EXPECT_LE(f.errors.median_abs_error, 0.06);
       EXPECT_LE(f.errors.max_abs_error, 0.15);
     }
+    if (f.source == "chen2024-amsp") {
+      EXPECT_EQ(f.errors.rows, 5);
+      EXPECT_LE(f.errors.max_abs_error, 0.35);
+    }
+  }
 }
 
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -103,16 +104,27 @@ double objective_of(const std::vector<double>& errors) {
   return errors.empty() ? 0 : sq / double(errors.size());
 }
 
+// Grid index of a point's flash efficiency (efficiency_grid() runs emax,
+// then flash, then elementwise).
+size_t flash_index(size_t p) { return p / kNumElementwise % kNumFlash; }
+// Point p with the flash efficiency of index f.
+size_t with_flash(size_t p, size_t f) {
+  return (p / (kNumFlash * kNumElementwise) * kNumFlash + f) * kNumElementwise + p % kNumElementwise;
+}
+
 // The grid point that minimizes a nested, shrunk objective over
 // `levels` (most specific first, the last unshrunk): going from the last
 // level to the first, obj = (n obj_level + k obj) / (n + k), n the level's
 // compared rows. A point where some row of the first level does not fit
-// loses to any point where all fit.
-size_t best_point_shrunk(const GridResults& g, const std::vector<const std::vector<size_t>*>& levels, double k) {
+// loses to any point where all fit. With `flash` (an index), only points
+// of that flash efficiency are considered.
+size_t best_point_shrunk(const GridResults& g, const std::vector<const std::vector<size_t>*>& levels, double k,
+                         std::optional<size_t> flash = std::nullopt) {
   size_t best = 0;
   double best_obj = std::numeric_limits<double>::infinity();
   bool best_fits = false;
   for (size_t p = 0; p < g.grid.size(); ++p) {
+    if (flash && flash_index(p) != *flash) continue;
     Score s = score(g, p, *levels.back());
     double obj = s.objective;
     for (size_t l = levels.size() - 1; l-- > 0;) {
@@ -158,18 +170,21 @@ Split split(const GridResults& g, const std::vector<size_t>& idx) {
 
 // The point for rows of `profile` on a system fitted on `train`: the
 // profile's rows shrunk toward its family's rows, those toward the
-// system's, each by k row-equivalents (k = infinity: the system's pooled
-// point). A profile without rows of its own takes its family's point.
+// system's, by k_flash row-equivalents for the flash efficiency and then by
+// k for the rest at that flash efficiency (infinity: the system's pooled
+// value). A profile without rows of its own takes its family's point.
 size_t profile_point(const GridResults& g, const Split& train, const std::string& system, const std::string& profile,
-                     size_t pooled_point, double k) {
-  if (std::isinf(k) || profile.empty()) return pooled_point;
+                     size_t pooled_point, const Shrinkage& k) {
+  if (k.pooled() || profile.empty()) return pooled_point;
   std::vector<const std::vector<size_t>*> levels;
   if (auto it = train.profile.find(system + "/" + profile); it != train.profile.end()) levels.push_back(&it->second);
   const std::string family = perf::framework_profile(profile).family;
   if (auto it = train.family.find(system + "/" + family); it != train.family.end()) levels.push_back(&it->second);
   if (levels.empty()) return pooled_point;
   levels.push_back(&train.system.at(system));
-  return best_point_shrunk(g, levels, k);
+  const size_t flash = flash_index(std::isinf(k.k_flash) ? pooled_point : best_point_shrunk(g, levels, k.k_flash));
+  if (std::isinf(k.k)) return with_flash(pooled_point, flash);
+  return best_point_shrunk(g, levels, k.k, flash);
 }
 
 struct Folds {
@@ -178,7 +193,7 @@ struct Folds {
   std::vector<SourceFold> sources;
 };
 
-Folds run_folds(const GridResults& g, double k) {
+Folds run_folds(const GridResults& g, const Shrinkage& k) {
   Folds out;
   std::set<std::string> sources;
   for (const RunRow* r : g.rows) sources.insert(r->source);
@@ -211,10 +226,11 @@ Folds run_folds(const GridResults& g, double k) {
   return out;
 }
 
-// Every shrinkage weight's folds scored; the chosen one (lowest held-out
-// objective, ties to the larger k) kept in `folds`.
+// Every pair of shrinkage weights' folds scored; the chosen pair (lowest
+// held-out objective, ties to the larger k, then the larger k_flash) kept in
+// `folds`.
 struct Selection {
-  double k = 0;
+  Shrinkage k;
   Folds folds;
   std::vector<ShrinkageScore> scores;
 };
@@ -222,19 +238,22 @@ Selection select_shrinkage(const GridResults& g) {
   Selection sel;
   double best = std::numeric_limits<double>::infinity();
   const std::vector<double> ks = shrinkage_grid();
-  for (auto it = ks.rbegin(); it != ks.rend(); ++it) {
-    Folds f = run_folds(g, *it);
-    std::vector<double> errs;
-    for (const RowResult& r : f.rows)
-      if (r.compared) errs.push_back(r.error);
-    const double obj = objective_of(errs);
-    sel.scores.insert(sel.scores.begin(), {*it, summarize(errs), obj});
-    if (obj < best - 1e-12) {
-      best = obj;
-      sel.k = *it;
-      sel.folds = std::move(f);
+  for (auto k = ks.rbegin(); k != ks.rend(); ++k)
+    for (auto kf = ks.rbegin(); kf != ks.rend(); ++kf) {
+      const Shrinkage pair{*k, *kf};
+      Folds f = run_folds(g, pair);
+      std::vector<double> errs;
+      for (const RowResult& r : f.rows)
+        if (r.compared) errs.push_back(r.error);
+      const double obj = objective_of(errs);
+      sel.scores.push_back({pair, summarize(errs), obj});
+      if (obj < best - 1e-12) {
+        best = obj;
+        sel.k = pair;
+        sel.folds = std::move(f);
+      }
     }
-  }
+  std::reverse(sel.scores.begin(), sel.scores.end());
   return sel;
 }
 
@@ -281,6 +300,13 @@ std::vector<double> shrinkage_grid() {
   return {0, 1, 2, 4, 8, 16, 32, std::numeric_limits<double>::infinity()};
 }
 
+bool Shrinkage::pooled() const { return std::isinf(k) && std::isinf(k_flash); }
+
+std::string shrinkage_name(const Shrinkage& s) {
+  auto name = [](double k) { return std::isinf(k) ? std::string("inf") : fmt::format("{:g}", k); };
+  return fmt::format("k {}, k_flash {}", name(s.k), name(s.k_flash));
+}
+
 void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p) {
   std::vector<std::pair<double, double>> pts;
   for (double d = 32; d <= 16384; d *= 2) pts.emplace_back(d, p.emax * d / (d + 128));
@@ -317,11 +343,16 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
       if (r.compared) errs.push_back(r.error);
     }
     fit.errors = summarize(errs);
+    // A profile without rows on the group takes its family's point, as in
+    // the folds (deepspeed-zero3-2021 that of DeepSpeed's published runs).
+    for (const perf::FrameworkProfile& f : perf::framework_profiles())
+      if (!points.count(f.name)) points[f.name] = profile_point(g, sp, group, f.name, p0, sel.k);
     for (const auto& [prof, p] : points) {
       if (prof.empty()) continue;  // rows without a profile: the group's point
       ProfileFit pf;
       pf.point = g.grid[p];
-      pf.rows = int(sp.profile.at(group + "/" + prof).size());
+      const auto own = sp.profile.find(group + "/" + prof);
+      pf.rows = own == sp.profile.end() ? 0 : int(own->second.size());
       pf.cv_abs_error = profile_abs_error(
           sel.folds, [&, &prof = prof](const RunRow& r) { return in_group(r) && r.profile == prof; }, g,
           fit.cv_abs_error);
@@ -347,6 +378,11 @@ CrossValidation cross_validate_by_source(const RunRows& runs) {
   return cv;
 }
 
+nlohmann::json shrinkage_json(const Shrinkage& s) {
+  auto value = [](double k) { return std::isinf(k) ? nlohmann::json("inf") : nlohmann::json(k); };
+  return {{"k", value(s.k)}, {"k_flash", value(s.k_flash)}};
+}
+
 nlohmann::json cross_validation_json(const CrossValidation& cv) {
   nlohmann::json j = validation_json(cv.held_out);
   auto point = [](const EfficiencyPoint& p) {
@@ -368,13 +404,13 @@ nlohmann::json cross_validation_json(const CrossValidation& cv) {
   }
   nlohmann::json ks = nlohmann::json::array();
   for (const ShrinkageScore& s : cv.by_shrinkage)
-    ks.push_back({{"shrinkage", std::isinf(s.shrinkage) ? nlohmann::json("inf") : nlohmann::json(s.shrinkage)},
+    ks.push_back({{"shrinkage", shrinkage_json(s.shrinkage)},
                   {"median_abs_error", s.errors.median_abs_error},
                   {"max_abs_error", s.errors.max_abs_error},
                   {"objective", s.objective}});
   j["sources"] = folds;
   j["by_shrinkage"] = ks;
-  j["shrinkage"] = std::isinf(cv.shrinkage) ? nlohmann::json("inf") : nlohmann::json(cv.shrinkage);
+  j["shrinkage"] = shrinkage_json(cv.shrinkage);
   j["cv"] = "source";
   return j;
 }

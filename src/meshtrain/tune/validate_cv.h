@@ -28,9 +28,19 @@
 //   O_P = (n_P x objective(P's rows) + k x O_F) / (n_P + k)
 // that is, shrunk toward the family's fit, and that toward the system's
 // pooled fit, by k row-equivalents (k = 0: the profile alone; k = infinity:
-// the pooled point). A profile with no rows takes its family's point. k is not
-// fitted to any row: it is the value of shrinkage_grid() whose leave-one-
-// source-out predictions have the lowest objective (ties: the larger k).
+// the pooled point). A profile with no rows takes its family's point.
+// The flash efficiency is shrunk by a weight of its own, k_flash: first the
+// flash value of the point that minimizes the nested objective at k_flash,
+// then emax and the elementwise efficiency at k among the points of that
+// flash value (k_flash = k gives the point of the single objective). Only
+// rows with long sequences pin the attention's cost; a profile whose rows
+// are all short would otherwise move it freely to absorb a few percent of
+// another cost, and carry that to the long sequences it never saw (an
+// llm-foundry fold without its 65,536-token row moved it from 0.35 to 0.70
+// and missed that row by 59%). Neither weight is fitted to any row: the
+// pair of shrinkage_grid() values whose leave-one-source-out predictions
+// have the lowest objective is taken (ties: the larger k, then the larger
+// k_flash).
 //
 // Systems of one device share their efficiency data
 // (SystemSpec::efficiency_group): "system" below is the group, whose rows
@@ -64,12 +74,24 @@ struct EfficiencyPoint {
 std::vector<EfficiencyPoint> efficiency_grid();
 // Sets the pooled efficiency data and drops the system's per-profile data.
 void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p);
-// The shrinkage weights k tried, increasing; the last is infinity.
+// The shrinkage weights tried for each of k and k_flash, increasing; the
+// last is infinity.
 std::vector<double> shrinkage_grid();
+
+// A profile's shrinkage toward its family's and the system's point, in
+// row-equivalents: k for emax and the elementwise efficiency, k_flash for
+// the flash efficiency.
+struct Shrinkage {
+  double k = 0, k_flash = 0;
+  bool operator==(const Shrinkage& o) const { return k == o.k && k_flash == o.k_flash; }
+  bool pooled() const;  // both infinite: one point per system
+};
+// "k 4, k_flash 32"; "inf" for infinity.
+std::string shrinkage_name(const Shrinkage& s);
 
 struct ProfileFit {
   EfficiencyPoint point;
-  int rows = 0;
+  int rows = 0;             // its own rows; 0: the family's point (a profile no published row of the group ran)
   double cv_abs_error = 0;  // 80th percentile of its rows' held-out |error|; 0: fewer than 3 rows
 };
 
@@ -82,7 +104,7 @@ struct EfficiencyFit {
 };
 
 struct EfficiencyFits {
-  double shrinkage = 0;  // k chosen by leave-one-source-out
+  Shrinkage shrinkage;  // chosen by leave-one-source-out
   std::vector<EfficiencyFit> systems;
 };
 
@@ -99,7 +121,7 @@ struct SourceFold {
 };
 
 struct ShrinkageScore {
-  double shrinkage = 0;
+  Shrinkage shrinkage;
   ErrorSummary errors;
   double objective = 0;  // of the held-out errors, as the fit's
 };
@@ -107,12 +129,14 @@ struct ShrinkageScore {
 struct CrossValidation {
   Validation held_out;              // every row predicted with its source held out, at `shrinkage`
   std::vector<SourceFold> sources;  // by source name
-  double shrinkage = 0;             // k with the lowest held-out objective
-  std::vector<ShrinkageScore> by_shrinkage;
+  Shrinkage shrinkage;              // the pair with the lowest held-out objective
+  std::vector<ShrinkageScore> by_shrinkage;  // every pair, k then k_flash increasing
 };
 
 CrossValidation cross_validate_by_source(const RunRows& runs);
 
+// {"k": 4, "k_flash": "inf"}
+nlohmann::json shrinkage_json(const Shrinkage& s);
 nlohmann::json cross_validation_json(const CrossValidation& cv);
 
 }  // namespace meshtrain::tune
