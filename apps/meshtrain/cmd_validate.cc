@@ -81,15 +81,14 @@ void print_summary(const tune::Validation& v) {
 // k, one column per k_flash; then the chosen pair's errors.
 void print_shrinkage(const tune::CrossValidation& cv) {
   const std::vector<double> ks = tune::shrinkage_grid();
-  auto name = [](double k) { return std::isinf(k) ? std::string("inf") : fmt::format("{:g}", k); };
   fmt::print(
       "\nper-profile shrinkage (row-equivalents of the family's and the system's fit; inf: the system's "
       "point): held-out objective by k (emax, elementwise; lines) and k_flash (columns)\n{:>8}",
       "");
-  for (double kf : ks) fmt::print(" {:>7}", name(kf));
+  for (double kf : ks) fmt::print(" {:>7}", tune::shrinkage_weight_name(kf));
   fmt::print("\n");
   for (size_t i = 0; i < ks.size(); ++i) {
-    fmt::print("  k {:>4}", name(ks[i]));
+    fmt::print("  k {:>4}", tune::shrinkage_weight_name(ks[i]));
     for (size_t j = 0; j < ks.size(); ++j) {
       const tune::ShrinkageScore& s = cv.by_shrinkage[i * ks.size() + j];
       fmt::print(" {:>6.4f}{}", s.objective, s.shrinkage == cv.shrinkage ? "*" : " ");

@@ -302,9 +302,10 @@ std::vector<double> shrinkage_grid() {
 
 bool Shrinkage::pooled() const { return std::isinf(k) && std::isinf(k_flash); }
 
+std::string shrinkage_weight_name(double k) { return std::isinf(k) ? "inf" : fmt::format("{:g}", k); }
+
 std::string shrinkage_name(const Shrinkage& s) {
-  auto name = [](double k) { return std::isinf(k) ? std::string("inf") : fmt::format("{:g}", k); };
-  return fmt::format("k {}, k_flash {}", name(s.k), name(s.k_flash));
+  return fmt::format("k {}, k_flash {}", shrinkage_weight_name(s.k), shrinkage_weight_name(s.k_flash));
 }
 
 void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p) {

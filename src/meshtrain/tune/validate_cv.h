@@ -86,7 +86,9 @@ struct Shrinkage {
   bool operator==(const Shrinkage& o) const { return k == o.k && k_flash == o.k_flash; }
   bool pooled() const;  // both infinite: one point per system
 };
-// "k 4, k_flash 32"; "inf" for infinity.
+// "4"; "inf" for infinity.
+std::string shrinkage_weight_name(double k);
+// "k 4, k_flash inf".
 std::string shrinkage_name(const Shrinkage& s);
 
 struct ProfileFit {
