@@ -4,6 +4,7 @@
 
 #include "meshtrain/core/format.h"
 #include "meshtrain/core/stats.h"
+#include "meshtrain/core/text.h"
 
 namespace meshtrain {
 namespace {
@@ -14,6 +15,15 @@ TEST(Format, Bytes) {
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
   EXPECT_EQ(format_bytes(3.0 * 1024 * 1024 * 1024), "3.0 GiB");
   EXPECT_EQ(format_bytes(-2048), "-2.0 KiB");
+}
+
+TEST(Text, AWordIsBoundedByNonAlphanumerics) {
+  EXPECT_TRUE(has_word("deepspeed-mics", "mics"));
+  EXPECT_TRUE(has_word("mics", "mics"));
+  EXPECT_TRUE(has_word("dynamics; mics (8)", "mics"));  // the second occurrence
+  EXPECT_FALSE(has_word("fluid dynamics", "mics"));
+  EXPECT_FALSE(has_word("micsx", "mics"));
+  EXPECT_FALSE(has_word("", "mics"));
 }
 
 TEST(Format, RateAndDuration) {

@@ -112,10 +112,11 @@ TEST(HybridShard, OnlyFrameworksWithItRunIt) {
   EXPECT_EQ(perf::unsupported_by(perf::framework_profile("torchtitan-2024"), p, m.num_layers), "");
   EXPECT_EQ(perf::unsupported_by(perf::framework_profile("llm-foundry-2023"), p, m.num_layers), "");
   ParallelConfig unfused = p;
-  unfused.flash_attention = false;  // deepspeed-zero3 has no fused attention either
+  unfused.flash_attention = false;  // DeepSpeed's profiles have no fused attention either
   EXPECT_NE(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), unfused, m.num_layers)
                 .find("no hybrid sharding"),
             std::string::npos);
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-mics"), unfused, m.num_layers), "");
   // The engine runs it (tests/parallel: parity); Megatron-LM has no flag.
   const tune::LaunchSpec spec{"", m, p, 128, 8};
   EXPECT_NE(tune::emit(spec, "train").find("--data-parallel-shard-size 8"), std::string::npos);

@@ -541,6 +541,12 @@ TEST(ProfileEfficiency, BlankProfileIsInferredFromTheFramework) {
   EXPECT_EQ(infer_profile("Megatron-DeepSpeed", "Smith et al. (arXiv 2201.11990)", "bf16"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("GPT-NeoX", "Black et al. 2022"), "megatron-deepspeed-2021");
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", ""), "deepspeed-zero3");
+  // MiCS, DeepSpeed's or SageMaker's (its sharded data parallelism), is
+  // named as a word: "dynamics" is not it.
+  EXPECT_EQ(infer_profile("DeepSpeed-MiCS (ZeRO-3 sharded within 8-GPU groups)", ""), "deepspeed-mics");
+  EXPECT_EQ(infer_profile("Amazon SageMaker model parallelism (SMP), sharded data parallelism", "2023"),
+            "deepspeed-mics");
+  EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3 (fluid dynamics code)", ""), "deepspeed-zero3");
   // An arXiv identifier dates its paper (YYMM): Narayanan et al.'s ZeRO-3
   // comparison ran DeepSpeed's 2021 release.
   EXPECT_EQ(infer_profile("DeepSpeed ZeRO-3", "Narayanan et al. SC21 (arXiv 2104.04473)"), "deepspeed-zero3-2021");

@@ -164,7 +164,7 @@ TEST(Validate, MemoryOverPredictionIsBounded) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 3.5%, max 32.6%; BigScience's 72-layer sweep ranked at Spearman
+// (median 3.6%, max 32.6%; BigScience's 72-layer sweep ranked at Spearman
 // 0.80, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target. The maximum is
@@ -221,10 +221,9 @@ TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
       EXPECT_EQ(r.config.cp, 16);
       EXPECT_LE(std::fabs(r.error), 0.25);
     }
-  // DeepSpeed ZeRO-3's runtime, held out both ways: BloombergGPT (+50%
-  // while the profile had no other row) from AMSP's DeepSpeed runs, and
-  // those (a one-node run 33% fast, MiCS 57-71% fast at the system's
-  // point) from BloombergGPT.
+  // MiCS (deepspeed-mics), held out both ways: BloombergGPT (+50% while no
+  // other MiCS run was in the set) from AMSP's DeepSpeed-MiCS runs, and
+  // those (57-71% fast at the system's point) from BloombergGPT.
   for (const RowResult& r : cv.held_out.rows)
     if (r.id == "bloomberggpt-50b-512") {
       EXPECT_LE(std::fabs(r.error), 0.2);

@@ -103,10 +103,10 @@ void add_capabilities(FrameworkProfile& p) {
   // Composer passes through and torchtitan runs as dp_replicate x dp_shard
   // (FSDP2 over a 2D device mesh). FairScale's 2022 FSDP had none, so a
   // fsdp-2022 row only states it for the runtime's later releases (IBM's
-  // fms-fsdp, 2024). DeepSpeed's MiCS and ZeRO++ hpZ (2023) postdate the
-  // deepspeed-zero3 profiles; Megatron's partial distributed optimizer,
-  // Megatron-Core 2024's.
-  p.hybrid_shard = p.family == "pytorch-fsdp" || p.family == "llm-foundry";
+  // fms-fsdp, 2024). Megatron's partial distributed optimizer,
+  // Megatron-Core 2024's. DeepSpeed's own ZeRO-3 profiles shard over the
+  // whole group; MiCS is their hybrid (deepspeed-mics).
+  p.hybrid_shard = p.family == "pytorch-fsdp" || p.family == "llm-foundry" || p.name == "deepspeed-mics";
 }
 
 // How a family runs a step. DeepSpeed's engine (Megatron-DeepSpeed's too)
@@ -233,6 +233,13 @@ std::vector<FrameworkProfile> build() {
            "or more (smaller ones persist), one reduce-scatter per parameter gradient, both through c10d's list "
            "form (a copy per rank of the group), and a device synchronize in every fetch, so no collective "
            "hides behind compute; 16-bit gradient reduction; activation checkpointing full or none"),
+      make("deepspeed-mics", "deepspeed", {false, false, false, false, false}, {3},
+           overlapping(true, false, false, false, deepspeed),
+           "MiCS (Zhang et al., VLDB 2022: 'MiCS: Near-linear Scaling for Training Gigantic Model on Public "
+           "Cloud'): ZeRO-3 sharded inside a partition group (a node or a few) and replicated across the groups, "
+           "each gradient shard all-reduced across the replicas at the accumulation boundary; DeepSpeed's "
+           "MiCS_Init / MiCS_Optimizer (mics_shard_size, v0.9, 2023) over its ZeRO-3 runtime, and SageMaker's "
+           "model parallelism library's sharded data parallelism (2022), which BloombergGPT ran"),
       make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3},
            overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
@@ -375,6 +382,10 @@ std::string infer_profile(const std::string& framework, const std::string& sourc
   const bool zero = has("zero-1") || has("zero-2") || has("zero-3") || has("zero1") || has("zero2") || has("zero3") ||
                     has("zero stage") || has("zero++") || has("zero-infinity") || has("zero-offload");
   const bool deepspeed = has("deepspeed") || (zero && !has("fsdp") && !has("fairscale"));
+  // MiCS: DeepSpeed's (mics_shard_size) or SageMaker's sharded data
+  // parallelism, AWS's implementation of it.
+  if (has_word(f, "mics") || (has("sagemaker") && (has("sharded data parallel") || has("smp"))))
+    return "deepspeed-mics";
   if (has("torchtitan") || has("fsdp2")) return "torchtitan-2024";
   if (has("nemo")) return "nemo-2024";
   if (has("megatron-core") || has("megatron core") || has("mcore")) return "megatron-core-2024";

@@ -245,13 +245,14 @@ void read_knob(std::optional<T> x, const char* col, std::vector<T>& dst, T& fb, 
 }
 
 // Whether the framework or notes column names hybrid sharding (PyTorch
-// FSDP's HYBRID_SHARD or _HYBRID_SHARD_ZERO2, "HSDP"), which shards inside a
-// node and replicates across nodes: for a row without a dp_shard figure, the
+// FSDP's HYBRID_SHARD or _HYBRID_SHARD_ZERO2, "HSDP"), or the framework
+// column MiCS (notes compare runs with MiCS), which shard inside a node and
+// replicate across nodes: for a row without a dp_shard figure, the
 // DP ranks of one node of the row's system (devices per node over TP x CP);
 // 0 (the whole DP group) where none is named.
 int read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
   const std::string text = ascii_lower(t.field(r, "framework") + " " + t.field(r, "notes"));
-  bool named = text.find("hsdp") != std::string::npos;
+  bool named = text.find("hsdp") != std::string::npos || has_word(ascii_lower(t.field(r, "framework")), "mics");
   for (const char* form : {"hybrid_shard", "hybrid shard", "hybrid-shard", "hybrid sharding"})
     named = named || text.find(form) != std::string::npos;
   if (!named) return 0;
