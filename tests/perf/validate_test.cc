@@ -169,7 +169,7 @@ TEST(Validate, MemoryOverPredictionIsBounded) {
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target. The maximum is
 // MosaicML's MPT-70B on 64 A100 40GB (+33%; the same table's 128-GPU row is
-// +2%), the known miss the docs name.
+// +4%), the known miss the docs name.
 TEST(CrossValidation, PublishedSetLeaveOneSourceOut) {
   const CrossValidation cv =
       cross_validate_by_source(read_runs(read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv")));
