@@ -106,6 +106,31 @@ TEST(HybridShard, ANodeGroupKeepsTheGathersOffTheNetwork) {
   EXPECT_GT(hybrid.tokens_per_s, full.tokens_per_s);
 }
 
+// MiCS all-reduces each gradient shard across the replicas once a step
+// (DeepSpeed's MiCS_Optimizer, at the accumulation boundary); FSDP's
+// HYBRID_SHARD after every micro-batch's backward.
+TEST(HybridShard, MicsReducesAcrossReplicasOncePerStep) {
+  const ModelConfig m = load_model_config("llama2-7b");
+  const perf::SystemSpec s = perf::load_system_spec("ibm-a100-80gb-400g");
+  const perf::PerfOptions mics = perf::framework_profile("deepspeed-mics").options;
+  ASSERT_TRUE(mics.zero.replica_reduce_at_boundary);
+  perf::PerfOptions every = mics;
+  every.zero.replica_reduce_at_boundary = false;
+  // One micro-batch: the same bytes either way.
+  const double one = perf::predict(m, fsdp(8, 1), s, 128, every).comm_bytes.dp;
+  EXPECT_NEAR(perf::predict(m, fsdp(8, 1), s, 128, mics).comm_bytes.dp, one, 1e-9 * one);
+  // Four: the replicas' all-reduce three times fewer.
+  const perf::Prediction once = perf::predict(m, fsdp(8, 4), s, 128, mics);
+  const perf::Prediction each = perf::predict(m, fsdp(8, 4), s, 128, every);
+  const double replica_bytes = (each.comm_bytes.dp - once.comm_bytes.dp) / 3;
+  EXPECT_GT(replica_bytes, 0);
+  // A ring all-reduce over the 16 replicas sends 2 x 15/16 of the 1/8 shard
+  // of the gradients (bf16 under DeepSpeed).
+  const double shard_bytes = 2.0 * m.num_parameters() / 8;
+  EXPECT_NEAR(replica_bytes, 2 * 15.0 / 16 * shard_bytes, 0.05 * shard_bytes);
+  EXPECT_LE(once.step_time_s, each.step_time_s);
+}
+
 TEST(HybridShard, OnlyFrameworksWithItRunIt) {
   const ModelConfig m = load_model_config("llama2-7b");
   const ParallelConfig p = fsdp(8);

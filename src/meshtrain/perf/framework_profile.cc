@@ -170,6 +170,8 @@ void add_published_practice(FrameworkProfile& p) {
 
 std::vector<FrameworkProfile> build() {
   const ZeroRuntime deepspeed = deepspeed_zero3(), deepspeed_2021 = deepspeed_zero3_2021();
+  ZeroRuntime mics = deepspeed;
+  mics.replica_reduce_at_boundary = true;
   // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs);
   // FSDP2 copies gathered units out of the all-gather buffer.
   const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp1_fp32{0, 0, false, 1, 1, true, false, true},
@@ -234,7 +236,7 @@ std::vector<FrameworkProfile> build() {
            "form (a copy per rank of the group), and a device synchronize in every fetch, so no collective "
            "hides behind compute; 16-bit gradient reduction; activation checkpointing full or none"),
       make("deepspeed-mics", "deepspeed", {false, false, false, false, false}, {3},
-           overlapping(true, false, false, false, deepspeed),
+           overlapping(true, false, false, false, mics),
            "MiCS (Zhang et al., VLDB 2022: 'MiCS: Near-linear Scaling for Training Gigantic Model on Public "
            "Cloud'): ZeRO-3 sharded inside a partition group (a node or a few) and replicated across the groups, "
            "each gradient shard all-reduced across the replicas at the accumulation boundary; DeepSpeed's "

@@ -78,6 +78,12 @@
 //                    recompute and the backward (the engine, FSDP, whose
 //                    pre-backward hook gathers the unit before its
 //                    checkpointed forward reruns).
+//   replica_reduce_at_boundary  under hybrid sharding, each gradient shard is
+//                    all-reduced across the replicas once a step, with the
+//                    last micro-batch's backward, not after every micro-batch
+//                    (DeepSpeed's MiCS_Optimizer: allreduce_mics_shard_grads
+//                    returns unless is_gradient_accumulation_boundary); the
+//                    shard group's reduce-scatter still runs every one.
 // Every call pays its collective's latency, which for a ring all-gather or
 // reduce-scatter grows with the group (collective.h).
 #pragma once
@@ -101,6 +107,7 @@ struct ZeroRuntime {
   bool list_collectives = false;
   double reuse_elements = 0;
   bool gather_at_use = false;
+  bool replica_reduce_at_boundary = false;
 };
 
 struct PerfOptions {

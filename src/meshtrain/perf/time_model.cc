@@ -560,7 +560,7 @@ class StepPricer {
                       ? per_tensor_reduce_scatters(L, c, gbytes)
                       : sharded_calls(Over::shard, Collective::reduce_scatter, L, c, gbytes, bucket, 1);
       bytes += mb * group_sent(Over::shard, Collective::reduce_scatter, numel * gbytes);
-      if (p_.hybrid_shard()) {  // each reduced shard all-reduced across the replicas
+      if (p_.hybrid_shard() && !o_.zero.replica_reduce_at_boundary) {  // each shard all-reduced across replicas
         const double shard_gbytes = gbytes / p_.shard_size();
         rs += sharded_calls(Over::replicas, Collective::all_reduce, L, c, shard_gbytes, bucket, 1);
         bytes += mb * group_sent(Over::replicas, Collective::all_reduce, numel * shard_gbytes);
@@ -629,13 +629,21 @@ class StepPricer {
   // Step-end reduction of chunk c (ZeRO-0/1): fp32 gradients (Megatron's
   // main_grad), or the 16-bit gradients a DeepSpeed engine holds and
   // reduces as they are; DeepSpeed's BF16_Optimizer all-reduces fp32 ones
-  // even under ZeRO-1. Returns the bytes per step.
+  // even under ZeRO-1. Under ZeRO-2/3, only MiCS's all-reduce of the
+  // gradient shard across the replicas (ZeroRuntime::
+  // replica_reduce_at_boundary). Returns the bytes per step.
   double step_end_reduction(double numel, double& time_s) const {
     const bool fp32_allreduce = fp32_gradient_allreduce(o_, p_);
     const double step_gbytes = reduced_gradient_bytes();
     if (p_.zero_stage == 0 || fp32_allreduce) {
       time_s = bucketed(Over::dp, Collective::all_reduce, numel, step_gbytes, o_.overlap_grad_reduce);
       return group_sent(Over::dp, Collective::all_reduce, numel * step_gbytes);
+    }
+    if (p_.zero_stage >= 2) {
+      if (!p_.hybrid_shard() || !o_.zero.replica_reduce_at_boundary) return 0;
+      const double shard_numel = numel / p_.shard_size(), gbytes = sharded_gradient_bytes();
+      time_s = bucketed(Over::replicas, Collective::all_reduce, shard_numel, gbytes, o_.overlap_grad_reduce);
+      return group_sent(Over::replicas, Collective::all_reduce, shard_numel * gbytes);
     }
     if (p_.zero_stage != 1) return 0;
     time_s = bucketed(Over::shard, Collective::reduce_scatter, numel, step_gbytes, o_.overlap_grad_reduce);
