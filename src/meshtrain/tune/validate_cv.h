@@ -35,9 +35,10 @@
 // flash value (k_flash = k gives the point of the single objective). Only
 // rows with long sequences pin the attention's cost; a profile whose rows
 // are all short would otherwise move it freely to absorb a few percent of
-// another cost, and carry that to the long sequences it never saw (an
-// llm-foundry fold without its 65,536-token row moved it from 0.35 to 0.70
-// and missed that row by 59%). Neither weight is fitted to any row: the
+// another cost, and carry that to the long sequences it never saw (with
+// one weight at k = 1, llm-foundry's A100 profile in the fold without its
+// 65,536-token row took 0.70, the group's point 0.30, and missed that row
+// by 59%). Neither weight is fitted to any row: the
 // pair of shrinkage_grid() values whose leave-one-source-out predictions
 // have the lowest objective is taken (ties: the larger k, then the larger
 // k_flash).
