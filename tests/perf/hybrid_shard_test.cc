@@ -137,7 +137,7 @@ TEST(HybridShard, OnlyFrameworksWithItRunIt) {
   EXPECT_EQ(perf::unsupported_by(perf::framework_profile("torchtitan-2024"), p, m.num_layers), "");
   EXPECT_EQ(perf::unsupported_by(perf::framework_profile("llm-foundry-2023"), p, m.num_layers), "");
   ParallelConfig unfused = p;
-  unfused.flash_attention = false;  // DeepSpeed's profiles have no fused attention either
+  unfused.flash_attention = false;
   EXPECT_NE(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), unfused, m.num_layers)
                 .find("no hybrid sharding"),
             std::string::npos);

@@ -251,6 +251,31 @@ CsvTable table_of(const std::string& csv) {
   return read_csv(in);
 }
 
+// DeepSpeed ZeRO-3 runs the wrapped model's attention: fused where the
+// model calls a fused kernel (AMSP's runs, FlashAttention-2), so predict
+// and plan take it; a published run that names none ran the model's own,
+// which validate fills in rather than the faster fused one. Its 2021
+// release predates FlashAttention.
+TEST(Validate, DeepSpeedRunsTheModelsAttentionAndABlankIsUnfused) {
+  ParallelConfig p;
+  p.dp = 8;
+  p.zero_stage = 3;
+  p.bf16 = true;
+  p.flash_attention = true;
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-zero3"), p, 32), "");
+  EXPECT_EQ(perf::unsupported_by(perf::framework_profile("deepspeed-mics"), p, 32), "");
+  EXPECT_NE(perf::unsupported_by(perf::framework_profile("deepspeed-zero3-2021"), p, 32), "");
+  const Validation v = validate_runs(table_of(
+      std::string(kProfileHeader) +
+      "blank,s,dgx-a100-80gb,32,4096,32,16384,4096,50304,8,1,1,3,64,1,none,no,,1000,bf16,deepspeed-zero3\n"
+      "fused,s,dgx-a100-80gb,32,4096,32,16384,4096,50304,8,1,1,3,64,1,none,no,yes,1000,bf16,deepspeed-zero3\n"));
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_EQ(v.rows[0].filled.at("flash_attn"), "no");
+  EXPECT_FALSE(v.rows[0].config.flash_attention);
+  EXPECT_TRUE(v.rows[1].config.flash_attention);
+  EXPECT_FALSE(v.rows[1].beyond_profile);
+}
+
 // A published run fits. Where nothing its profile offers does (fsdp-2022
 // assumes no fused attention; at 32K tokens the score matrices alone exceed
 // the GPU), the blank is planned over every value instead, and the row says so.

@@ -166,6 +166,10 @@ void add_published_practice(FrameworkProfile& p) {
   // --pp-partition-method 'type:transformer|embedding' (tr11-176B-ml
   // README and chronicles-prequel.md).
   if (p.name == "megatron-deepspeed-2022") p.recipe_stage_counting = StageCounting::embedding_head;
+  // DeepSpeed ZeRO-3 wraps a user's model and brings no attention kernel: a
+  // run published with it that names none is taken to have run the model's
+  // own, unfused, not planned to the faster fused one.
+  if (p.family == "deepspeed") p.recipe_flash_attention = false;
 }
 
 std::vector<FrameworkProfile> build() {
@@ -223,11 +227,12 @@ std::vector<FrameworkProfile> build() {
            "sequence parallelism, an interleaved pipeline with uneven first and last stages, FSDP-style sharding of "
            "optimizer state and gradients, flash attention, and context parallelism by all-gathering K and V "
            "(exposed), not a ring; the overlaps of megatron-core-2024"),
-      make("deepspeed-zero3", "deepspeed", {false, false, false, false, false}, {3},
+      make("deepspeed-zero3", "deepspeed", {false, false, false, false, true}, {3},
            overlapping(true, false, false, false, deepspeed),
            "DeepSpeed ZeRO stage 3 (Rajbhandari et al. SC20/SC21, DeepSpeed config docs): overlap_comm on, "
            "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8, per-sub-module gathers, fp16/bf16 gradient "
-           "reduction; activation checkpointing full or none"),
+           "reduction; activation checkpointing full or none; the wrapped model's attention, fused where the "
+           "model calls FlashAttention (2022 on) or PyTorch's SDPA (2.0, 2023), as AMSP's runs did"),
       make("deepspeed-zero3-2021", "deepspeed", {false, false, false, false, false}, {3},
            overlapping(true, false, false, false, deepspeed_2021),
            "DeepSpeed ZeRO stage 3 as first released (v0.3.13, March 2021, until the coalesced collectives of "
@@ -235,7 +240,7 @@ std::vector<FrameworkProfile> build() {
            "or more (smaller ones persist), one reduce-scatter per parameter gradient, both through c10d's list "
            "form (a copy per rank of the group), and a device synchronize in every fetch, so no collective "
            "hides behind compute; 16-bit gradient reduction; activation checkpointing full or none"),
-      make("deepspeed-mics", "deepspeed", {false, false, false, false, false}, {3},
+      make("deepspeed-mics", "deepspeed", {false, false, false, false, true}, {3},
            overlapping(true, false, false, false, mics),
            "MiCS (Zhang et al., VLDB 2022: 'MiCS: Near-linear Scaling for Training Gigantic Model on Public "
            "Cloud'): ZeRO-3 sharded inside a partition group (a node or a few) and replicated across the groups, "

@@ -28,6 +28,8 @@
 //   recipe_stage_counting  likewise, what its published pipelines count as
 //                        layers when they split them (validate fills a blank
 //                        stage_counting with it)
+//   recipe_flash_attention  likewise, whether a published run of it that
+//                        names no attention kernel ran a fused one
 //   options              overlaps and the ZeRO runtime (perf_options.h)
 //   family               the code base the release belongs to: releases of
 //                        one family share their kernels and layer code, so
@@ -63,6 +65,7 @@ struct FrameworkProfile {
   bool hardware_tflops = false;
   std::optional<Recompute> recipe_recompute;
   std::optional<StageCounting> recipe_stage_counting;
+  std::optional<bool> recipe_flash_attention;
   PerfOptions options;
   std::string basis;
 };

@@ -360,6 +360,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
 void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   SearchSpace& s = p.space;
   if (s.recompute.empty() && f.recipe_recompute) s.recompute = {*f.recipe_recompute};
+  if (s.flash_attention.empty() && f.recipe_flash_attention) s.flash_attention = {*f.recipe_flash_attention};
   const bool blank_counting = std::find(p.blanks.begin(), p.blanks.end(), "stage_counting") != p.blanks.end();
   if (blank_counting && f.recipe_stage_counting)
     s.stage_counting = p.fallback.stage_counting = p.widened.stage_counting = *f.recipe_stage_counting;
