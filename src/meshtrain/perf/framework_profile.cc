@@ -174,8 +174,6 @@ void add_published_practice(FrameworkProfile& p) {
 
 std::vector<FrameworkProfile> build() {
   const ZeroRuntime deepspeed = deepspeed_zero3(), deepspeed_2021 = deepspeed_zero3_2021();
-  ZeroRuntime mics = deepspeed;
-  mics.replica_reduce_at_boundary = true;
   // FSDP keeps fp32 sharded parameters (PyTorch FSDP MixedPrecision docs);
   // FSDP2 copies gathered units out of the all-gather buffer.
   const ZeroRuntime fsdp_fp16{0, 0, true, 1, 1, true, false, true}, fsdp1_fp32{0, 0, false, 1, 1, true, false, true},
@@ -240,13 +238,6 @@ std::vector<FrameworkProfile> build() {
            "or more (smaller ones persist), one reduce-scatter per parameter gradient, both through c10d's list "
            "form (a copy per rank of the group), and a device synchronize in every fetch, so no collective "
            "hides behind compute; 16-bit gradient reduction; activation checkpointing full or none"),
-      make("deepspeed-mics", "deepspeed", {false, false, false, false, true}, {3},
-           overlapping(true, false, false, false, mics),
-           "MiCS (Zhang et al., VLDB 2022: 'MiCS: Near-linear Scaling for Training Gigantic Model on Public "
-           "Cloud'): ZeRO-3 sharded inside a partition group (a node or a few) and replicated across the groups, "
-           "each gradient shard all-reduced across the replicas at the accumulation boundary; DeepSpeed's "
-           "MiCS_Init / MiCS_Optimizer (mics_shard_size, v0.9, 2023) over its ZeRO-3 runtime, and SageMaker's "
-           "model parallelism library's sharded data parallelism (2022), which BloombergGPT ran"),
       make("fsdp-2022", "pytorch-fsdp", {false, false, false, true, false}, {3},
            overlapping(true, false, false, false, fsdp_fp16),
            "FairScale/PyTorch FSDP as used for OPT-175B (Zhang et al. 2022, with Megatron tensor parallelism): one "
@@ -268,14 +259,27 @@ std::vector<FrameworkProfile> build() {
            "other aten.mm and of scaled_dot_product_attention, recompute the rest), not Megatron's attention-core "
            "recompute"),
   };
+  const auto named = [&v](const char* name) {
+    return std::find_if(v.begin(), v.end(), [&](const FrameworkProfile& p) { return p.name == name; });
+  };
   // llm-foundry's tables print FSDP's mixed precision: PURE reduces in bf16.
-  const auto foundry =
-      std::find_if(v.begin(), v.end(), [](const FrameworkProfile& p) { return p.name == "llm-foundry-2023"; });
+  const auto foundry = named("llm-foundry-2023");
   FrameworkProfile pure = *foundry;
   pure.name += "-pure";
   pure.options.zero = fsdp_fp16;
   pure.basis = "llm-foundry-2023 with FSDP mixed_precision PURE: bf16 gradient reduction (and bf16 buffers)";
   v.insert(foundry + 1, pure);
+  // MiCS is DeepSpeed's ZeRO-3 runtime over a partition group.
+  FrameworkProfile mics = *named("deepspeed-zero3");
+  mics.name = "deepspeed-mics";
+  mics.options.zero.replica_reduce_at_boundary = true;
+  mics.basis =
+      "MiCS (Zhang et al., VLDB 2022: 'MiCS: Near-linear Scaling for Training Gigantic Model on Public "
+      "Cloud'): ZeRO-3 sharded inside a partition group (a node or a few) and replicated across the groups, "
+      "each gradient shard all-reduced across the replicas at the accumulation boundary; DeepSpeed's "
+      "MiCS_Init / MiCS_Optimizer (mics_shard_size, v0.9, 2023) over its ZeRO-3 runtime, and SageMaker's "
+      "model parallelism library's sharded data parallelism (2022), which BloombergGPT ran";
+  v.insert(named("deepspeed-zero3-2021") + 1, mics);
   for (FrameworkProfile& p : v) {
     add_capabilities(p);
     add_runtime(p);

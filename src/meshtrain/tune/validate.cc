@@ -251,8 +251,9 @@ void read_knob(std::optional<T> x, const char* col, std::vector<T>& dst, T& fb, 
 // DP ranks of one node of the row's system (devices per node over TP x CP);
 // 0 (the whole DP group) where none is named.
 int read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
-  const std::string text = ascii_lower(t.field(r, "framework") + " " + t.field(r, "notes"));
-  bool named = text.find("hsdp") != std::string::npos || has_word(ascii_lower(t.field(r, "framework")), "mics");
+  const std::string framework = ascii_lower(t.field(r, "framework"));
+  const std::string text = framework + " " + ascii_lower(t.field(r, "notes"));
+  bool named = text.find("hsdp") != std::string::npos || has_word(framework, "mics");
   for (const char* form : {"hybrid_shard", "hybrid shard", "hybrid-shard", "hybrid sharding"})
     named = named || text.find(form) != std::string::npos;
   if (!named) return 0;

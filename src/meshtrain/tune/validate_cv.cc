@@ -193,26 +193,51 @@ struct Folds {
   std::vector<SourceFold> sources;
 };
 
-Folds run_folds(const GridResults& g, const Shrinkage& k) {
-  Folds out;
+// What a fold trains on, the same at every shrinkage: its held-out rows and
+// the others, split, and the pooled point of each held-out system.
+struct FoldBasis {
+  std::string source;
+  Split held, train;
+  std::map<std::string, size_t> pooled_point;  // held-out system -> grid point
+  std::vector<std::string> pooled;             // systems fitted across hardware
+};
+
+std::vector<FoldBasis> fold_bases(const GridResults& g) {
   std::set<std::string> sources;
   for (const RunRow* r : g.rows) sources.insert(r->source);
+  std::vector<FoldBasis> out;
   for (const std::string& src : sources) {
-    SourceFold fold;
-    fold.source = src;
+    FoldBasis b;
+    b.source = src;
     std::vector<size_t> held_idx, others;
     for (size_t i = 0; i < g.rows.size(); ++i) (g.rows[i]->source == src ? held_idx : others).push_back(i);
-    const Split held = split(g, held_idx), train = split(g, others);
+    b.held = split(g, held_idx);
+    b.train = split(g, others);
+    for (const auto& [system, idx] : b.held.system) {
+      const bool own = b.train.system.count(system) > 0;
+      if (!own) b.pooled.push_back(system);
+      b.pooled_point[system] = own ? best_point(g, b.train.system.at(system)) : best_point(g, others);
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+Folds run_folds(const GridResults& g, const std::vector<FoldBasis>& bases, const Shrinkage& k) {
+  Folds out;
+  for (const FoldBasis& b : bases) {
+    SourceFold fold;
+    fold.source = b.source;
+    fold.pooled = b.pooled;
     std::vector<double> errs;
-    for (const auto& [system, idx] : held.system) {
-      const bool own = train.system.count(system) > 0;
-      if (!own) fold.pooled.push_back(system);
-      const size_t p0 = own ? best_point(g, train.system.at(system)) : best_point(g, others);
+    for (const auto& [system, idx] : b.held.system) {
+      const bool own = b.train.system.count(system) > 0;
+      const size_t p0 = b.pooled_point.at(system);
       fold.fitted[system] = g.grid[p0];
       std::map<std::string, size_t> by_profile;
       for (size_t i : idx) {
         const std::string& prof = g.rows[i]->profile;
-        if (!by_profile.count(prof)) by_profile[prof] = own ? profile_point(g, train, system, prof, p0, k) : p0;
+        if (!by_profile.count(prof)) by_profile[prof] = own ? profile_point(g, b.train, system, prof, p0, k) : p0;
         const size_t p = by_profile[prof];
         if (p != p0) fold.by_profile[system + "/" + prof] = g.grid[p];
         out.index.push_back(i);
@@ -238,10 +263,11 @@ Selection select_shrinkage(const GridResults& g) {
   Selection sel;
   double best = std::numeric_limits<double>::infinity();
   const std::vector<double> ks = shrinkage_grid();
+  const std::vector<FoldBasis> bases = fold_bases(g);
   for (auto k = ks.rbegin(); k != ks.rend(); ++k)
     for (auto kf = ks.rbegin(); kf != ks.rend(); ++kf) {
       const Shrinkage pair{*k, *kf};
-      Folds f = run_folds(g, pair);
+      Folds f = run_folds(g, bases, pair);
       std::vector<double> errs;
       for (const RowResult& r : f.rows)
         if (r.compared) errs.push_back(r.error);
