@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -102,6 +103,19 @@ void print_shrinkage(const tune::CrossValidation& cv) {
                  100 * s.errors.median_abs_error, 100 * s.errors.max_abs_error, s.objective);
 }
 
+// The nested figure: each source at the pair the other sources choose.
+void print_nested(const tune::CrossValidation& cv) {
+  std::map<std::string, int> pairs;  // pair name -> folds choosing it
+  for (const auto& [source, k] : cv.nested_shrinkage) ++pairs[tune::shrinkage_name(k)];
+  std::string chosen;
+  for (const auto& [name, n] : pairs) chosen += fmt::format("{}{} in {}", chosen.empty() ? "" : "; ", name, n);
+  fmt::print(
+      "  nested (each source also left out of the choice of the pair): median {:.1f}%, max {:.1f}% over {} rows; "
+      "pairs chosen: {} of {} folds\n",
+      100 * cv.nested.all.median_abs_error, 100 * cv.nested.all.max_abs_error, cv.nested.all.rows, chosen,
+      cv.nested_shrinkage.size());
+}
+
 void print_folds(const tune::CrossValidation& cv) {
   fmt::print("\nleave-one-source-out: each source predicted with efficiency data fitted without it\n");
   fmt::print("{:<28} {:>4} {:>8} {:>8}  {}\n", "source", "rows", "median", "max", "fitted (system: emax/flash)");
@@ -114,6 +128,7 @@ void print_folds(const tune::CrossValidation& cv) {
                100 * f.errors.median_abs_error, 100 * f.errors.max_abs_error, fitted);
   }
   print_shrinkage(cv);
+  print_nested(cv);
 }
 
 // Non-zero when nothing was compared or any row was malformed.

@@ -195,10 +195,13 @@ TEST(ProfileEfficiency, AProfileWithoutRowsTakesItsFamilysPoint) {
   EXPECT_GT(pooled.errors.median_abs_error, 0.08);
   // Within the fit's grid: emax moves in steps of 0.05 near 0.5, 10% apart,
   // so a held-out row can sit up to about 5% from the nearest point, plus
-  // the model's own TP 1 against TP 2 ratio where both were published alike.
+  // the model's own TP 1 against TP 2 ratio where both were published alike,
+  // plus the pull of one row-equivalent (the least shrinkage offered)
+  // toward the pooled point against the family's two rows.
   for (const tune::SourceFold& f : cv.sources) {
     EXPECT_FALSE(f.by_profile.empty()) << f.source;
-    EXPECT_LT(f.errors.max_abs_error, 0.07) << f.source;
+    EXPECT_LT(f.errors.max_abs_error, 0.08) << f.source;
+    EXPECT_LT(f.errors.max_abs_error, 0.7 * pooled.errors.median_abs_error) << f.source;
   }
 }
 

@@ -37,6 +37,8 @@ struct GridResults {
   std::vector<std::vector<RowResult>> at;
   std::vector<std::string> skipped;  // rows whose system could not be loaded
   std::vector<std::string> group;    // efficiency group of each row's system
+  // sq[g][i]: log(predicted / reported)^2 of at[g][i] where compared
+  std::vector<std::vector<double>> sq;
 };
 
 GridResults evaluate_grid(const RunRows& runs) {
@@ -73,6 +75,9 @@ GridResults evaluate_grid(const RunRows& runs) {
         g.at[p].push_back(predict_run(r, at_point.at(r.system), cache, &memo));
     }
   }
+  g.sq.resize(g.grid.size());
+  for (size_t p = 0; p < g.grid.size(); ++p)
+    for (const RowResult& r : g.at[p]) g.sq[p].push_back(r.compared ? squared_log_ratio(r.error) : 0.0);
   return g;
 }
 
@@ -91,12 +96,32 @@ Score score(const GridResults& g, size_t p, const std::vector<size_t>& idx) {
     const RowResult& r = g.at[p][i];
     if (!r.expected_oom && !r.prediction.fits) s.fits = false;
     if (!r.compared) continue;
-    sq += squared_log_ratio(r.error);
+    sq += g.sq[p][i];
     ++s.compared;
   }
   s.objective = s.compared ? sq / s.compared : 0;
   return s;
 }
+
+// The score of every grid point over a set of rows, computed on first use
+// and kept: each fold scores the same training rows for every pair of
+// shrinkage weights. Keyed by the rows' address, so a cache must not
+// outlive the sets it was asked about.
+class ScoreCache {
+ public:
+  explicit ScoreCache(const GridResults& g) : g_(g) {}
+  const GridResults& grid() const { return g_; }
+  const Score& at(const std::vector<size_t>& idx, size_t p) {
+    auto [it, fresh] = scores_.try_emplace(&idx);
+    if (fresh)
+      for (size_t q = 0; q < g_.grid.size(); ++q) it->second.push_back(score(g_, q, idx));
+    return it->second[p];
+  }
+
+ private:
+  const GridResults& g_;
+  std::map<const std::vector<size_t>*, std::vector<Score>> scores_;
+};
 
 double objective_of(const std::vector<double>& errors) {
   double sq = 0;
@@ -118,17 +143,18 @@ size_t with_flash(size_t p, size_t f) {
 // compared rows. A point where some row of the first level does not fit
 // loses to any point where all fit. With `flash` (an index), only points
 // of that flash efficiency are considered.
-size_t best_point_shrunk(const GridResults& g, const std::vector<const std::vector<size_t>*>& levels, double k,
+size_t best_point_shrunk(ScoreCache& cache, const std::vector<const std::vector<size_t>*>& levels, double k,
                          std::optional<size_t> flash = std::nullopt) {
+  const GridResults& g = cache.grid();
   size_t best = 0;
   double best_obj = std::numeric_limits<double>::infinity();
   bool best_fits = false;
   for (size_t p = 0; p < g.grid.size(); ++p) {
     if (flash && flash_index(p) != *flash) continue;
-    Score s = score(g, p, *levels.back());
+    Score s = cache.at(*levels.back(), p);
     double obj = s.objective;
     for (size_t l = levels.size() - 1; l-- > 0;) {
-      s = score(g, p, *levels[l]);
+      s = cache.at(*levels[l], p);
       if (s.compared + k > 0) obj = (s.compared * s.objective + k * obj) / (s.compared + k);
     }
     if ((s.fits && !best_fits) || (s.fits == best_fits && obj < best_obj)) {
@@ -147,7 +173,8 @@ size_t best_point(const GridResults& g, const std::vector<size_t>& idx, const st
                   double k = 0) {
   std::vector<const std::vector<size_t>*> levels{&idx};
   if (pooled && k > 0) levels.push_back(pooled);
-  return best_point_shrunk(g, levels, k);
+  ScoreCache cache(g);
+  return best_point_shrunk(cache, levels, k);
 }
 
 // Rows of each efficiency group (systems of one device), of each (group,
@@ -173,7 +200,7 @@ Split split(const GridResults& g, const std::vector<size_t>& idx) {
 // system's, by k_flash row-equivalents for the flash efficiency and then by
 // k for the rest at that flash efficiency (infinity: the system's pooled
 // value). A profile without rows of its own takes its family's point.
-size_t profile_point(const GridResults& g, const Split& train, const std::string& system, const std::string& profile,
+size_t profile_point(ScoreCache& cache, const Split& train, const std::string& system, const std::string& profile,
                      size_t pooled_point, const Shrinkage& k) {
   if (k.pooled() || profile.empty()) return pooled_point;
   std::vector<const std::vector<size_t>*> levels;
@@ -182,9 +209,9 @@ size_t profile_point(const GridResults& g, const Split& train, const std::string
   if (auto it = train.family.find(system + "/" + family); it != train.family.end()) levels.push_back(&it->second);
   if (levels.empty()) return pooled_point;
   levels.push_back(&train.system.at(system));
-  const size_t flash = flash_index(std::isinf(k.k_flash) ? pooled_point : best_point_shrunk(g, levels, k.k_flash));
+  const size_t flash = flash_index(std::isinf(k.k_flash) ? pooled_point : best_point_shrunk(cache, levels, k.k_flash));
   if (std::isinf(k.k)) return with_flash(pooled_point, flash);
-  return best_point_shrunk(g, levels, k.k, flash);
+  return best_point_shrunk(cache, levels, k.k, flash);
 }
 
 struct Folds {
@@ -202,15 +229,21 @@ struct FoldBasis {
   std::vector<std::string> pooled;             // systems fitted across hardware
 };
 
-std::vector<FoldBasis> fold_bases(const GridResults& g) {
+// One basis per source, over the rows of every source but `without` (none:
+// every row).
+std::vector<FoldBasis> fold_bases(const GridResults& g, const std::string* without = nullptr) {
   std::set<std::string> sources;
-  for (const RunRow* r : g.rows) sources.insert(r->source);
+  for (const RunRow* r : g.rows)
+    if (!without || r->source != *without) sources.insert(r->source);
   std::vector<FoldBasis> out;
   for (const std::string& src : sources) {
     FoldBasis b;
     b.source = src;
     std::vector<size_t> held_idx, others;
-    for (size_t i = 0; i < g.rows.size(); ++i) (g.rows[i]->source == src ? held_idx : others).push_back(i);
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      if (without && g.rows[i]->source == *without) continue;
+      (g.rows[i]->source == src ? held_idx : others).push_back(i);
+    }
     b.held = split(g, held_idx);
     b.train = split(g, others);
     for (const auto& [system, idx] : b.held.system) {
@@ -223,7 +256,8 @@ std::vector<FoldBasis> fold_bases(const GridResults& g) {
   return out;
 }
 
-Folds run_folds(const GridResults& g, const std::vector<FoldBasis>& bases, const Shrinkage& k) {
+Folds run_folds(ScoreCache& cache, const std::vector<FoldBasis>& bases, const Shrinkage& k) {
+  const GridResults& g = cache.grid();
   Folds out;
   for (const FoldBasis& b : bases) {
     SourceFold fold;
@@ -237,7 +271,7 @@ Folds run_folds(const GridResults& g, const std::vector<FoldBasis>& bases, const
       std::map<std::string, size_t> by_profile;
       for (size_t i : idx) {
         const std::string& prof = g.rows[i]->profile;
-        if (!by_profile.count(prof)) by_profile[prof] = own ? profile_point(g, b.train, system, prof, p0, k) : p0;
+        if (!by_profile.count(prof)) by_profile[prof] = own ? profile_point(cache, b.train, system, prof, p0, k) : p0;
         const size_t p = by_profile[prof];
         if (p != p0) fold.by_profile[system + "/" + prof] = g.grid[p];
         out.index.push_back(i);
@@ -259,15 +293,15 @@ struct Selection {
   Folds folds;
   std::vector<ShrinkageScore> scores;
 };
-Selection select_shrinkage(const GridResults& g) {
+Selection select_shrinkage(const GridResults& g, const std::vector<FoldBasis>& bases) {
   Selection sel;
   double best = std::numeric_limits<double>::infinity();
   const std::vector<double> ks = shrinkage_grid();
-  const std::vector<FoldBasis> bases = fold_bases(g);
+  ScoreCache cache(g);
   for (auto k = ks.rbegin(); k != ks.rend(); ++k)
     for (auto kf = ks.rbegin(); kf != ks.rend(); ++kf) {
       const Shrinkage pair{*k, *kf};
-      Folds f = run_folds(g, bases, pair);
+      Folds f = run_folds(cache, bases, pair);
       std::vector<double> errs;
       for (const RowResult& r : f.rows)
         if (r.compared) errs.push_back(r.error);
@@ -281,6 +315,25 @@ Selection select_shrinkage(const GridResults& g) {
     }
   std::reverse(sel.scores.begin(), sel.scores.end());
   return sel;
+}
+
+// Each source predicted at the pair of shrinkage weights that leave-one-
+// source-out chooses among the other sources (nested: the held-out source
+// neither fits the efficiency data nor chooses the weights); `chosen` gets
+// each source's pair, in the order of `outer`.
+Folds nested_folds(const GridResults& g, const std::vector<FoldBasis>& outer, std::vector<Shrinkage>& chosen) {
+  Folds out;
+  for (const FoldBasis& b : outer) {
+    const Shrinkage k = select_shrinkage(g, fold_bases(g, &b.source)).k;
+    chosen.push_back(k);
+    ScoreCache cache(g);
+    const std::vector<FoldBasis> one{b};
+    Folds f = run_folds(cache, one, k);
+    out.index.insert(out.index.end(), f.index.begin(), f.index.end());
+    out.rows.insert(out.rows.end(), f.rows.begin(), f.rows.end());
+    out.sources.push_back(std::move(f.sources.front()));
+  }
+  return out;
 }
 
 // The held-out |error| of each compared row `keep` accepts.
@@ -322,9 +375,7 @@ std::vector<EfficiencyPoint> efficiency_grid() {
   return g;
 }
 
-std::vector<double> shrinkage_grid() {
-  return {0, 1, 2, 4, 8, 16, 32, std::numeric_limits<double>::infinity()};
-}
+std::vector<double> shrinkage_grid() { return {1, 2, 4, 8, 16, 32, std::numeric_limits<double>::infinity()}; }
 
 bool Shrinkage::pooled() const { return std::isinf(k) && std::isinf(k_flash); }
 
@@ -345,10 +396,11 @@ void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p) {
 
 EfficiencyFits fit_efficiency(const RunRows& runs) {
   const GridResults g = evaluate_grid(runs);
-  const Selection sel = select_shrinkage(g);
+  const Selection sel = select_shrinkage(g, fold_bases(g));
   std::vector<size_t> all(g.rows.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   const Split sp = split(g, all);
+  ScoreCache cache(g);
   std::map<std::string, std::string> group_of;  // system -> group
   for (size_t i = 0; i < g.rows.size(); ++i) group_of[g.rows[i]->system] = g.group[i];
   EfficiencyFits out;
@@ -365,7 +417,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
     std::map<std::string, size_t> points;
     for (size_t i : idx) {
       const std::string& prof = g.rows[i]->profile;
-      if (!points.count(prof)) points[prof] = profile_point(g, sp, group, prof, p0, sel.k);
+      if (!points.count(prof)) points[prof] = profile_point(cache, sp, group, prof, p0, sel.k);
       const RowResult& r = g.at[points[prof]][i];
       if (r.compared) errs.push_back(r.error);
     }
@@ -373,7 +425,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
     // A profile without rows on the group takes its family's point, as in
     // the folds (deepspeed-zero3-2021 that of DeepSpeed's published runs).
     for (const perf::FrameworkProfile& f : perf::framework_profiles())
-      if (!points.count(f.name)) points[f.name] = profile_point(g, sp, group, f.name, p0, sel.k);
+      if (!points.count(f.name)) points[f.name] = profile_point(cache, sp, group, f.name, p0, sel.k);
     for (const auto& [prof, p] : points) {
       if (prof.empty()) continue;  // rows without a profile: the group's point
       ProfileFit pf;
@@ -393,7 +445,8 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
 
 CrossValidation cross_validate_by_source(const RunRows& runs) {
   const GridResults g = evaluate_grid(runs);
-  Selection sel = select_shrinkage(g);
+  const std::vector<FoldBasis> bases = fold_bases(g);
+  Selection sel = select_shrinkage(g, bases);
   CrossValidation cv;
   cv.held_out.skipped = runs.skipped;
   cv.held_out.skipped.insert(cv.held_out.skipped.end(), g.skipped.begin(), g.skipped.end());
@@ -402,6 +455,12 @@ CrossValidation cross_validate_by_source(const RunRows& runs) {
   cv.shrinkage = sel.k;
   cv.by_shrinkage = std::move(sel.scores);
   tally(cv.held_out);
+  std::vector<Shrinkage> chosen;
+  Folds nested = nested_folds(g, bases, chosen);
+  cv.nested.skipped = cv.held_out.skipped;
+  cv.nested.rows = std::move(nested.rows);
+  tally(cv.nested);
+  for (size_t i = 0; i < bases.size(); ++i) cv.nested_shrinkage.push_back({bases[i].source, chosen[i]});
   return cv;
 }
 
@@ -435,6 +494,16 @@ nlohmann::json cross_validation_json(const CrossValidation& cv) {
                   {"median_abs_error", s.errors.median_abs_error},
                   {"max_abs_error", s.errors.max_abs_error},
                   {"objective", s.objective}});
+  nlohmann::json chosen = nlohmann::json::object();
+  for (const auto& [source, k] : cv.nested_shrinkage) chosen[source] = shrinkage_json(k);
+  nlohmann::json nested_rows = nlohmann::json::array();
+  for (const RowResult& r : cv.nested.rows)
+    if (r.compared) nested_rows.push_back({{"id", r.id}, {"error", r.error}});
+  j["nested"] = {{"median_abs_error", cv.nested.all.median_abs_error},
+                 {"max_abs_error", cv.nested.all.max_abs_error},
+                 {"compared", cv.nested.all.rows},
+                 {"shrinkage_by_source", chosen},
+                 {"rows", nested_rows}};
   j["sources"] = folds;
   j["by_shrinkage"] = ks;
   j["shrinkage"] = shrinkage_json(cv.shrinkage);
