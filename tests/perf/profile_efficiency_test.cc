@@ -136,9 +136,12 @@ TEST(ProfileEfficiency, ShrinkageIsChosenByLeaveOneSourceOut) {
   for (const auto& [name, p] : f.profiles) {
     EXPECT_EQ(p.rows, 4) << name;
     // Held out, each source is predicted from the other source of its own
-    // profile: far closer than the pooled fit's ~13%.
+    // profile: closer than the pooled fit's ~13%. The interval is from the
+    // nested folds, whose inner folds hold out the one other source of the
+    // profile and so choose heavier shrinkage (8.8% here).
     EXPECT_GT(p.cv_abs_error, 0) << name;
-    EXPECT_LT(p.cv_abs_error, 0.08) << name;
+    EXPECT_LT(p.cv_abs_error, 0.1) << name;
+    EXPECT_LT(p.cv_abs_error, 0.8 * pooled.errors.median_abs_error) << name;
   }
 }
 

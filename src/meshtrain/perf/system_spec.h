@@ -119,8 +119,8 @@ struct SystemSpec {
   std::map<std::string, std::string> sources;
   // Relative error to expect of a throughput prediction on this system: the
   // 80th percentile of |error| of its published runs, each predicted with
-  // efficiency data fitted without its own source (`meshtrain validate --cv
-  // source`). JSON "cv_abs_error"; 0 when not known.
+  // efficiency data fitted, and per-profile shrinkage chosen, without its
+  // own source (`meshtrain validate --cv source`, nested). JSON "cv_abs_error"; 0 when not known.
   double prediction_error = 0;
   // The profile whose own held-out rows prediction_error is from (set by
   // for_profile where it has its own); empty: the system's.

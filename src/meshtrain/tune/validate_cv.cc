@@ -396,7 +396,11 @@ void set_efficiency(perf::SystemSpec& s, const EfficiencyPoint& p) {
 
 EfficiencyFits fit_efficiency(const RunRows& runs) {
   const GridResults g = evaluate_grid(runs);
-  const Selection sel = select_shrinkage(g, fold_bases(g));
+  const std::vector<FoldBasis> bases = fold_bases(g);
+  const Selection sel = select_shrinkage(g, bases);
+  // Intervals from the nested folds: what a new source's runs are missed by.
+  std::vector<Shrinkage> chosen;
+  const Folds held = nested_folds(g, bases, chosen);
   std::vector<size_t> all(g.rows.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   const Split sp = split(g, all);
@@ -412,7 +416,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
     const size_t p0 = best_point(g, idx);
     fit.best = g.grid[p0];
     auto in_group = [&, &group = group](const RunRow& r) { return group_of.at(r.system) == group; };
-    fit.cv_abs_error = abs_error_p80(sel.folds, in_group, g, 1);
+    fit.cv_abs_error = abs_error_p80(held, in_group, g, 1);
     std::vector<double> errs;
     std::map<std::string, size_t> points;
     for (size_t i : idx) {
@@ -433,8 +437,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
       const auto own = sp.profile.find(group + "/" + prof);
       pf.rows = own == sp.profile.end() ? 0 : int(own->second.size());
       pf.cv_abs_error = profile_abs_error(
-          sel.folds, [&, &prof = prof](const RunRow& r) { return in_group(r) && r.profile == prof; }, g,
-          fit.cv_abs_error);
+          held, [&, &prof = prof](const RunRow& r) { return in_group(r) && r.profile == prof; }, g, fit.cv_abs_error);
       if (p == p0 && pf.cv_abs_error == 0) continue;  // the group's point and interval
       fit.profiles[prof] = pf;
     }

@@ -107,14 +107,14 @@ std::string shrinkage_name(const Shrinkage& s);
 struct ProfileFit {
   EfficiencyPoint point;
   int rows = 0;             // its own rows; 0: the family's point (a profile no published row of the group ran)
-  double cv_abs_error = 0;  // 80th percentile of its rows' held-out |error|; 0: fewer than 3 rows
+  double cv_abs_error = 0;  // 80th percentile of its rows' nested held-out |error|; 0: fewer than 3 rows
 };
 
 struct EfficiencyFit {
   std::string system;
   EfficiencyPoint best;   // pooled over all of the rows of the system's efficiency group
   ErrorSummary errors;    // in-sample, each row at its profile's point
-  double cv_abs_error = 0;  // 80th percentile of the system's held-out |error|
+  double cv_abs_error = 0;                     // 80th percentile of the system's nested held-out |error|
   std::map<std::string, ProfileFit> profiles;  // profiles whose point differs from `best`
 };
 
