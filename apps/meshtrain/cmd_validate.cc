@@ -38,8 +38,11 @@ void print_rows(const tune::Validation& v) {
     for (const auto& [k, x] : r.filled) add(k + "=" + x);
     if (!r.system_from.empty()) add("system=" + r.system + " (from " + r.system_from + ")");
     if (r.profile_inferred) add("profile=" + r.profile + " (from framework)");
+    if (r.flash_attention_named) add("flash_attn=yes (from framework)");
     if (r.tflops_kind_inferred) add("tflops_kind=hardware (from profile)");
-    if (r.hybrid_shard_inferred) add(fmt::format("dp_shard={} (hybrid sharding named)", r.hybrid_shard_inferred));
+    if (r.hybrid_shard_inferred)
+      add(r.filled.count("dp_shard") ? "(hybrid sharding named)"
+                                     : fmt::format("dp_shard={} (hybrid sharding named)", r.hybrid_shard_inferred));
     if (r.beyond_profile) add("(beyond " + r.profile + ")");
     const std::string err = r.compared ? fmt::format("{:+.1f}%", 100 * r.error) : "-";
     fmt::print("{:<20} {:<14} {:<24} {:>9.4g} {:>9.4g} {:>8}  {:<4} {}\n", r.id, r.system,

@@ -390,6 +390,68 @@ TEST(Validate, HybridShardingNamedInTheTextShardsWithinANode) {
   EXPECT_EQ(v.rows[4].config.zero_shard, 0);
   EXPECT_EQ(v.rows[4].hybrid_shard_inferred, 0);
 }
+// MiCS's partition group is a setting with no one-node default (DeepSpeed's
+// mics_shard_size, SageMaker's sharded_data_parallel_degree): named without
+// a size, the group is planned over one node and every power of two of
+// nodes below the whole DP group. A 50B model's states over one node of A100
+// 40GB do not fit (about 100 GB a GPU); the plan takes a group that does.
+TEST(Validate, MicsNamedWithoutAGroupSizePlansTheGroup) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,precision,framework\n";
+  const Validation v = validate_runs(
+      table_of(header + "mics,s,dgx-a100-40gb,70,7680,40,2048,131072,512,1,1,3,2048,full,no,no,100,hardware,bf16,"
+                        "SageMaker SMP with MiCS\n"
+                        "hsdp,s,dgx-a100-40gb,70,7680,40,2048,131072,512,1,1,3,2048,full,no,no,100,hardware,bf16,"
+                        "FSDP HYBRID_SHARD\n"));
+  ASSERT_EQ(v.rows.size(), 2u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  const RowResult& mics = v.rows[0];
+  EXPECT_EQ(mics.profile, "deepspeed-mics");
+  EXPECT_EQ(mics.hybrid_shard_inferred, 8);
+  ASSERT_TRUE(mics.filled.count("dp_shard"));
+  EXPECT_EQ(mics.filled.at("dp_shard"), std::to_string(mics.config.zero_shard));
+  EXPECT_GE(mics.config.zero_shard, 16);
+  EXPECT_LT(mics.config.zero_shard, 512);
+  EXPECT_TRUE(mics.prediction.fits);
+  // FSDP's hybrid sharding is one node by its default groups, not planned:
+  // the same model does not fit there.
+  const RowResult& hsdp = v.rows[1];
+  EXPECT_EQ(hsdp.config.zero_shard, 8);
+  EXPECT_FALSE(hsdp.filled.count("dp_shard"));
+  EXPECT_FALSE(hsdp.prediction.fits);
+}
+
+// A blank flash_attn where the framework column names the fused kernel
+// (FlashAttention in any spelling, PyTorch's SDPA) is yes, not the
+// profile's guess (PyTorch FSDP's blank reads unfused); a published "no"
+// stays, and notes are not read (they also say what did not run).
+TEST(Validate, FlashAttentionNamedInTheFrameworkFillsABlank) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tokens_per_s_per_gpu,precision,profile,framework,notes\n";
+  auto line = [](const std::string& id, const std::string& flash, const std::string& framework,
+                 const std::string& notes) {
+    return id + ",s,dgx-a100-80gb,32,4096,32,4096,32000,64,1,1,3,128,2,full,no," + flash + ",3000,bf16,fsdp-2022," +
+           framework + "," + notes + "\n";
+  };
+  const Validation v = validate_runs(table_of(header + line("sdpa", "", "PyTorch FSDP (SDPA)", "") +
+                                              line("fa2", "", "FSDP with FlashAttention-2", "") +
+                                              line("plain", "", "PyTorch FSDP", "FlashAttention was not used") +
+                                              line("given", "no", "FSDP with flash-attn installed", "")));
+  ASSERT_EQ(v.rows.size(), 4u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  for (int i : {0, 1}) {
+    EXPECT_TRUE(v.rows[i].config.flash_attention) << v.rows[i].id;
+    EXPECT_TRUE(v.rows[i].flash_attention_named) << v.rows[i].id;
+    EXPECT_FALSE(v.rows[i].filled.count("flash_attn")) << v.rows[i].id;
+  }
+  EXPECT_FALSE(v.rows[2].config.flash_attention);
+  EXPECT_FALSE(v.rows[2].flash_attention_named);
+  EXPECT_FALSE(v.rows[3].config.flash_attention);
+  EXPECT_FALSE(v.rows[3].flash_attention_named);
+  for (const RowResult& r : v.rows) EXPECT_FALSE(r.beyond_profile) << r.id;
+  EXPECT_GT(v.rows[0].prediction.tokens_per_s, v.rows[2].prediction.tokens_per_s);
+}
+
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   const RunRows runs = read_runs(table_of(

@@ -246,23 +246,32 @@ void read_knob(std::optional<T> x, const char* col, std::vector<T>& dst, T& fb, 
 
 // Whether the framework or notes column names hybrid sharding (PyTorch
 // FSDP's HYBRID_SHARD or _HYBRID_SHARD_ZERO2, "HSDP"), or the framework
-// column MiCS (notes compare runs with MiCS), which shard inside a node and
-// replicate across nodes: for a row without a dp_shard figure, the
-// DP ranks of one node of the row's system (devices per node over TP x CP);
-// 0 (the whole DP group) where none is named.
-int read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
+// column MiCS (notes compare runs with MiCS), which shard inside a group and
+// replicate across groups, for a row without a dp_shard figure: the DP
+// sizes of shard group it could have run. FSDP's hybrid sharding shards
+// within one node (its default process groups: the DP ranks of one node of
+// the row's system, devices per node over TP x CP); MiCS's partition group
+// is a setting (DeepSpeed's mics_shard_size, SageMaker's
+// sharded_data_parallel_degree) with no such default, so one node and every
+// power of two of nodes below the whole DP group are planned over. Empty
+// (the whole DP group) where none is named.
+std::vector<int> read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
   const std::string framework = ascii_lower(t.field(r, "framework"));
   const std::string text = framework + " " + ascii_lower(t.field(r, "notes"));
-  bool named = text.find("hsdp") != std::string::npos || has_word(framework, "mics");
+  bool fsdp = text.find("hsdp") != std::string::npos;
   for (const char* form : {"hybrid_shard", "hybrid shard", "hybrid-shard", "hybrid sharding"})
-    named = named || text.find(form) != std::string::npos;
-  if (!named) return 0;
+    fsdp = fsdp || text.find(form) != std::string::npos;
+  const bool mics = has_word(framework, "mics");
+  if (!fsdp && !mics) return {};
   const ParallelConfig& f = p.fallback;
   const int node = perf::load_system_spec(p.system).devices_per_node;
   const int ranks = f.tp * f.cp;
-  if (node % ranks != 0 || node / ranks < 2 || f.dp % (node / ranks) != 0 || node / ranks == f.dp) return 0;
-  p.hybrid_shard_inferred = node / ranks;
-  return p.hybrid_shard_inferred;
+  if (node % ranks != 0 || node / ranks < 2 || f.dp % (node / ranks) != 0 || node / ranks == f.dp) return {};
+  std::vector<int> shards{node / ranks};
+  if (!fsdp)
+    for (int dp = 2 * shards.back(); dp < f.dp && f.dp % dp == 0; dp *= 2) shards.push_back(dp);
+  p.hybrid_shard_inferred = shards.front();
+  return shards;
 }
 
 // Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
@@ -290,9 +299,10 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   // smaller one is hybrid sharding (validate() refuses one that does not
   // divide DP).
   const std::optional<int> given = count(t, r, "dp_shard");
-  const int shard = given ? *given : read_hybrid_shard(t, r, p);
-  s.zero_shard = {shard};
-  f.zero_shard = shard;
+  s.zero_shard = given ? std::vector<int>{*given} : read_hybrid_shard(t, r, p);
+  if (s.zero_shard.empty()) s.zero_shard = {0};
+  if (s.zero_shard.size() > 1) p.blanks.push_back("dp_shard");
+  f.zero_shard = s.zero_shard.front();
 }
 
 // Column micro_batch, or grad_accum where the mesh is published.
@@ -339,6 +349,20 @@ void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
   }
 }
 
+// A blank flash_attn where the framework column names a fused attention
+// kernel (FlashAttention, PyTorch's SDPA, which runs it for 16-bit inputs)
+// is yes: the column says what ran, where a profile's recipe would guess.
+// Only the framework column: notes also say what did not run.
+std::optional<bool> read_flash_attention(const CsvTable& t, size_t r, RunRow& p) {
+  if (auto given = yes_no(t, r, "flash_attn")) return given;
+  const std::string framework = ascii_lower(t.field(r, "framework"));
+  for (const char* form : {"flashattention", "flash attention", "flash-attention", "flash_attn", "flash-attn"})
+    p.flash_attention_named = p.flash_attention_named || framework.find(form) != std::string::npos;
+  p.flash_attention_named = p.flash_attention_named || has_word(framework, "sdpa");
+  if (!p.flash_attention_named) return std::nullopt;
+  return true;
+}
+
 void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -348,7 +372,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   read_recompute(t, r, p);
   read_knob(yes_no(t, r, "seq_parallel"), "seq_parallel", s.sequence_parallel, f.sequence_parallel,
             f.sequence_parallel, p);
-  read_knob(yes_no(t, r, "flash_attn"), "flash_attn", s.flash_attention, f.flash_attention, f.flash_attention, p);
+  read_knob(read_flash_attention(t, r, p), "flash_attn", s.flash_attention, f.flash_attention, f.flash_attention, p);
   read_stage_split(t, r, p);
   const std::string prec = ascii_lower(trim(t.field(r, "precision")));
   s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
@@ -496,8 +520,8 @@ RunRow read_row(const CsvTable& t, size_t r) {
   for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
   p.key += p.profile + '\x1f' + p.system;  // inferred where the columns are blank
   const perf::PerfOptions& o = p.options;
-  p.key += fmt::format("{}{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
-                       int(o.overlap_p2p_comm), p.hybrid_shard_inferred);
+  p.key += fmt::format("{}{}{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
+                       int(o.overlap_p2p_comm), p.hybrid_shard_inferred, int(p.flash_attention_named));
   return p;
 }
 
@@ -509,6 +533,7 @@ std::map<std::string, std::string> filled_values(const RunRow& row, const Parall
     if (b == "vpp") f[b] = std::to_string(c.vpp);
     if (b == "zero_stage") f[b] = std::to_string(c.zero_stage);
     if (b == "micro_batch") f[b] = std::to_string(c.micro_batch_size);
+    if (b == "dp_shard") f[b] = std::to_string(c.zero_shard);
     if (b == "recompute") {
       f[b] = std::string(recompute_name(c.recompute));
       if (c.recompute == Recompute::full && c.recompute_method == RecomputeMethod::block)
@@ -567,6 +592,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.system_from = row.system_from;
   res.tflops_kind_inferred = row.tflops_kind_inferred;
   res.hybrid_shard_inferred = row.hybrid_shard_inferred;
+  res.flash_attention_named = row.flash_attention_named;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -687,6 +713,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"source", r.source},
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
+                     {"flash_attention_named", r.flash_attention_named},
                      {"system_inferred", !r.system_from.empty()},
                      {"system_from", r.system_from},
                      {"tflops_kind_inferred", r.tflops_kind_inferred},

@@ -53,7 +53,9 @@ struct RunRow {
   bool profile_inferred = false;  // from the framework column (perf::infer_profile)
   std::string system_from;        // "" as named, else the column that chose it (perf::match_system)
   bool tflops_kind_inferred = false;  // tflops_kind blank: hardware, as the profile publishes
-  int hybrid_shard_inferred = 0;      // dp_shard blank, hybrid sharding named: the DP ranks of a node
+  int hybrid_shard_inferred =
+      0;  // dp_shard blank, hybrid sharding named: the DP ranks of a node (MiCS: the least planned)
+  bool flash_attention_named = false;  // flash_attn blank, a fused attention kernel named in the framework column
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -88,6 +90,7 @@ struct RowResult {
   std::string system_from;
   bool tflops_kind_inferred = false;
   int hybrid_shard_inferred = 0;
+  bool flash_attention_named = false;
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
