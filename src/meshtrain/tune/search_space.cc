@@ -1,5 +1,6 @@
 #include "meshtrain/tune/search_space.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace meshtrain::tune {
@@ -123,8 +124,10 @@ std::vector<ParallelConfig> enumerate(const ModelConfig& m, const SearchSpace& s
         sp.first_stage_layers == 0 && sp.last_stage_layers == 0)
       countings.push_back(StageCounting::embedding_head);
     const int per_dp = gbs % dp == 0 ? gbs / dp : 1;
+    // Every micro-batch that divides a replica's share of the batch, up to
+    // 64 sequences: tables run 26 or 18 where no accumulation is wanted.
     std::vector<int> mbss;
-    for (int b = 1; b <= 16; b *= 2)
+    for (int b = 1; b <= std::min(per_dp, 64); ++b)
       if (per_dp % b == 0) mbss.push_back(b);
     // Sequence parallelism splits the TP group's work: none without TP.
     const auto sps = tp > 1 ? or_default(sp.sequence_parallel, std::vector<bool>{false, true})
