@@ -468,6 +468,32 @@ TEST(Validate, ABlankMicroBatchIsPlannedOverEveryDivisor) {
   EXPECT_EQ(r.filled.at("micro_batch"), "26");
 }
 
+// A run that ran, whose layout fits only within the memory model's error
+// (tight), is planned among those layouts, not given the fallback: NeMo's
+// Nemotron-4 340B on 128 H100 is tight as published (81.2 GiB live of 80);
+// with its sequence parallelism and interleaving blanked nothing fits, and
+// the fallback (no sequence parallelism, no interleaving) was -30%.
+TEST(Validate, ARunThatFitsOnlyTightIsPlannedAmongTheTightLayouts) {
+  CsvTable t = read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv");
+  const int id = t.column("id");
+  auto row = std::find_if(t.rows.begin(), t.rows.end(),
+                          [&](const auto& r) { return r[id] == "dgxc-nemotron4-340b-bf16-128"; });
+  ASSERT_NE(row, t.rows.end());
+  std::vector<std::string> nemotron = *row;
+  t.rows = {nemotron, nemotron};
+  t.row_lines = {2, 3};
+  t.rows[1][id] += "-blanked";
+  for (const char* col : {"seq_parallel", "vpp"}) t.rows[1][t.column(col)] = "";
+  const Validation v = validate_runs(t);
+  ASSERT_EQ(v.rows.size(), 2u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_TRUE(v.rows[0].prediction.tight);
+  const RowResult& blanked = v.rows[1];
+  EXPECT_TRUE(blanked.prediction.tight);
+  EXPECT_TRUE(blanked.config.sequence_parallel);
+  EXPECT_GT(blanked.config.vpp, 1);
+  EXPECT_LT(std::fabs(blanked.error), 0.1);
+}
+
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   const RunRows runs = read_runs(table_of(

@@ -64,7 +64,8 @@ struct Search {
         ++r.dropped[why];
         return;
       }
-    if (!perf::estimate_memory(m, p, s, cache, o).fits()) {
+    if (const perf::MemoryEstimate mem = perf::estimate_memory(m, p, s, cache, o);
+        !mem.fits() && !(space.admit_tight && mem.tight())) {
       ++r.dropped["out of memory"];
       return;
     }

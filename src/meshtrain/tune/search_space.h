@@ -63,6 +63,10 @@ struct SearchSpace {
   StageCounting stage_counting = StageCounting::transformer;
   StagePartition stage_partition = StagePartition::even;
   bool search_stage_splits = false;
+  // Also keep candidates over the capacity by less than the memory model's
+  // error (perf::MemoryEstimate::tight): for a run known to have run, whose
+  // layout nothing the model says fits can describe.
+  bool admit_tight = false;
   // Candidates this framework cannot run are dropped, with its reason
   // (perf::unsupported_by); nullptr: every valid candidate is kept.
   const perf::FrameworkProfile* framework = nullptr;

@@ -606,6 +606,13 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
     // a framework whose model code had one), so the blanks take any value.
     if (pl.ranked.empty() && !row.expected_oom)
       pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.widened, row.options, &cache);
+    // Nor where the model's memory is over by less than its error (tight):
+    // the run fitted, so its layout is among those, not the fallback.
+    if (pl.ranked.empty() && !row.expected_oom) {
+      SearchSpace tight = row.widened;
+      tight.admit_tight = true;
+      pl = plan(row.model, sys, row.num_gpus, row.global_batch, tight, row.options, &cache);
+    }
     if (!pl.ranked.empty()) {
       res.config = pl.ranked.front().config;
       res.prediction = pl.ranked.front().prediction;
