@@ -480,18 +480,47 @@ TEST(Validate, ARunThatFitsOnlyTightIsPlannedAmongTheTightLayouts) {
                           [&](const auto& r) { return r[id] == "dgxc-nemotron4-340b-bf16-128"; });
   ASSERT_NE(row, t.rows.end());
   std::vector<std::string> nemotron = *row;
-  t.rows = {nemotron, nemotron};
-  t.row_lines = {2, 3};
+  t.rows = {nemotron, nemotron, nemotron};
+  t.row_lines = {2, 3, 4};
   t.rows[1][id] += "-blanked";
   for (const char* col : {"seq_parallel", "vpp"}) t.rows[1][t.column(col)] = "";
+  // Its ZeRO stage blanked: NeMo runs ZeRO-3 (its PyTorch FSDP option)
+  // only without a pipeline, so PP 8 keeps the distributed optimizer
+  // (ZeRO-1), tight, rather than a ZeRO-3 that fits (-75%).
+  t.rows[2][id] += "-zero-blanked";
+  t.rows[2][t.column("zero_stage")] = "";
   const Validation v = validate_runs(t);
-  ASSERT_EQ(v.rows.size(), 2u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  ASSERT_EQ(v.rows.size(), 3u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_LE(v.rows[2].config.zero_stage, 1);
+  EXPECT_TRUE(v.rows[2].prediction.tight);
+  EXPECT_LT(std::fabs(v.rows[2].error), 0.1);
   EXPECT_TRUE(v.rows[0].prediction.tight);
   const RowResult& blanked = v.rows[1];
   EXPECT_TRUE(blanked.prediction.tight);
   EXPECT_TRUE(blanked.config.sequence_parallel);
   EXPECT_GT(blanked.config.vpp, 1);
   EXPECT_LT(std::fabs(blanked.error), 0.1);
+}
+
+// A row that publishes no PP may split its layers unevenly: Llama 3 405B's
+// 126 layers with the layout and the split blanked are planned over PP
+// counts that divide layers + 2 with the embedding and head counted as
+// layers (Megatron's first/last stage option), not only over divisors of
+// 126, which left PP 2 and 6 (-70%).
+TEST(Validate, ARowWithoutPipelineSizeMaySplitItsLayersUnevenly) {
+  CsvTable t = read_csv_file(MESHTRAIN_SOURCE_DIR "/tests/data/public-runs.csv");
+  const int id = t.column("id");
+  auto row = std::find_if(t.rows.begin(), t.rows.end(), [&](const auto& r) { return r[id] == "llama3-405b-16384"; });
+  ASSERT_NE(row, t.rows.end());
+  t.rows = {*row};
+  t.row_lines = {2};
+  for (const char* col : {"tp", "pp", "dp", "stage_counting"}) t.rows[0][t.column(col)] = "";
+  const Validation v = validate_runs(t);
+  ASSERT_EQ(v.rows.size(), 1u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  const RowResult& r = v.rows[0];
+  EXPECT_NE(126 % r.config.pp, 0) << r.config.pp;
+  EXPECT_EQ(r.filled.count("stage_counting"), 1u);
+  EXPECT_LT(std::fabs(r.error), 0.15);
 }
 
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.

@@ -128,6 +128,7 @@ void add_runtime(FrameworkProfile& p) {
   if (p.family == "megatron" && p.name != "megatron-lm-2021") p.options.async_tp_backward = true;
   // Megatron-Core's gradient buckets grow with DP (2024 releases).
   if (megatron_core_2024(p)) p.options.dp_scaled_buckets = true;
+  if (p.name == "nemo-2024") p.max_zero_stage_with_pipeline = 1;  // its FSDP runs without a pipeline
   if (p.name == "megatron-deepspeed-2021" || p.name == "megatron-deepspeed-2022")
     p.options.layer_pass_overhead_s = 2e-3;
   if (p.name == "megatron-deepspeed-2022") p.options.bf16_optimizer = true;
@@ -210,15 +211,18 @@ std::vector<FrameworkProfile> build() {
       make("megatron-deepspeed-2023", "megatron-deepspeed", {false, false, false, false, true}, {0, 1, 2, 3}, none,
            "Megatron-DeepSpeed with a FlashAttention-2 port (Dash et al. ISC 2024 on Frontier): as "
            "megatron-deepspeed-2021 plus fused attention"),
-      make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3},
+      make("megatron-core-2024", "megatron", {true, true, true, true, true}, {0, 1},
            overlapping(true, true, true, true),
            "Megatron-Core r0.8 (2024): interleaving, sequence parallelism, selective recompute, distributed "
-           "optimizer, TransformerEngine fused attention; --overlap-grad-reduce --overlap-param-gather "
-           "--tp-comm-overlap and overlapped pipeline sends as its README's H100 table lists"),
-      make("nemo-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, overlapping(true, true, true, true),
+           "optimizer (optimizer state sharded, gradients reduce-scattered from a whole buffer: ZeRO-1; no "
+           "parameter sharding before Megatron-FSDP, 2025), TransformerEngine fused attention; "
+           "--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap and overlapped pipeline sends as its "
+           "README's H100 table lists"),
+      make("nemo-2024", "megatron", {true, true, true, true, true}, {0, 1, 3}, overlapping(true, true, true, true),
            "NVIDIA NeMo Framework 24.x containers (Megatron-Core models through NeMo's recipes, as NVIDIA's DGX "
            "Cloud benchmarking recipes of 2024 run them): megatron-core-2024's features and overlaps, the "
            "recipes setting TransformerEngine's userbuffer TP overlap (ub_tp_comm_overlap) and overlap_p2p_comm; "
+           "its PyTorch FSDP option (model.fsdp: tensor parallelism, no pipeline) as ZeRO-3 at PP 1; "
            "a later software generation than Megatron-Core r0.8's README table, with its own efficiency point"),
       make("llama3-2024", "megatron", {true, true, true, true, true}, {0, 1, 2, 3}, llama3,
            "Meta's 4D-parallel stack that trained Llama 3 (Dubey et al. 2024, Sec. 3.3.2): Megatron-style TP with "
@@ -463,8 +467,7 @@ std::string unsupported_by(const FrameworkProfile& f, const ParallelConfig& p, i
   if (p.pp > 1 && p.zero_stage > f.max_zero_stage_with_pipeline) {
     std::vector<int> allowed(f.max_zero_stage_with_pipeline + 1);
     for (size_t z = 0; z < allowed.size(); ++z) allowed[z] = int(z);
-    return fmt::format("{} runs ZeRO stage {} under pipeline parallelism (DeepSpeed's pipeline engine)", n,
-                       fmt::join(allowed, " or "));
+    return fmt::format("{} runs ZeRO stage {} under pipeline parallelism", n, fmt::join(allowed, " or "));
   }
   const bool first_last = p.first_stage_layers > 0 || p.last_stage_layers > 0;
   if (f.stage_partition == StagePartition::balanced && first_last)

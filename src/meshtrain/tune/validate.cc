@@ -215,16 +215,17 @@ void read_stage_split(const CsvTable& t, size_t r, RunRow& p) {
   p.space.stage_counting = p.fallback.stage_counting = counting;
 }
 
-// A run whose layers do not divide by its published PP split them somehow.
-// Where neither the row nor its profile says how (no first/last counts, no
-// counting, an even partition), also try the embedding and the head counted
-// as layers: Megatron-LM's first = last = (layers + 2) / pp - 1, as Llama 3
-// 405B's 126 layers on 16 stages.
+// A run whose layers do not divide by its published PP split them somehow,
+// and one that publishes no PP may have. Where neither the row nor its
+// profile says how (no first/last counts, no counting, an even partition),
+// also try the embedding and the head counted as layers: Megatron-LM's
+// first = last = (layers + 2) / pp - 1, as Llama 3 405B's 126 layers on 16
+// stages.
 void plan_unpublished_split(RunRow& p) {
   const SearchSpace& s = p.space;
   const bool blank_split = s.first_stage_layers == 0 && s.last_stage_layers == 0 &&
                            s.stage_counting == StageCounting::transformer && s.stage_partition == StagePartition::even;
-  if (blank_split && s.pp.size() == 1 && p.model.num_layers % s.pp.front() != 0) {
+  if (blank_split && (s.pp.empty() || (s.pp.size() == 1 && p.model.num_layers % s.pp.front() != 0))) {
     p.space.search_stage_splits = true;
     p.widened.search_stage_splits = true;
   }
@@ -390,6 +391,7 @@ void apply_profile(const perf::FrameworkProfile& f, RunRow& p) {
   if (blank_counting && f.recipe_stage_counting)
     s.stage_counting = p.fallback.stage_counting = p.widened.stage_counting = *f.recipe_stage_counting;
   restrict_to_framework(f, s, p.model);  // a blank knob is an open list
+  s.framework = &f;  // and the plan keeps only what it runs (ZeRO-3 with a pipeline under Megatron's)
   p.fallback.stage_partition = s.stage_partition;
   p.options = f.options;
   if (!s.zero_stage.empty()) p.fallback.zero_stage = s.zero_stage.front();
@@ -601,17 +603,15 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
     res.prediction = hit->second.second;
   } else {
     Plan pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.space, row.options, &cache);
-    // A run that ran fits: where nothing its profile offers does, the
-    // profile's narrowing is what fails (e.g. no fused attention assumed for
-    // a framework whose model code had one), so the blanks take any value.
-    if (pl.ranked.empty() && !row.expected_oom)
-      pl = plan(row.model, sys, row.num_gpus, row.global_batch, row.widened, row.options, &cache);
-    // Nor where the model's memory is over by less than its error (tight):
-    // the run fitted, so its layout is among those, not the fallback.
-    if (pl.ranked.empty() && !row.expected_oom) {
-      SearchSpace tight = row.widened;
-      tight.admit_tight = true;
-      pl = plan(row.model, sys, row.num_gpus, row.global_batch, tight, row.options, &cache);
+    // A run that ran fits. Where nothing its profile offers does, first the
+    // layouts the model puts over the capacity by less than its memory
+    // error (tight); then, where none is, the profile's narrowing is what
+    // fails (e.g. no fused attention assumed for a framework whose model
+    // code had one), so the blanks take any value, tight ones last.
+    for (int pass = 1; pl.ranked.empty() && !row.expected_oom && pass < 4; ++pass) {
+      SearchSpace s = pass == 1 ? row.space : row.widened;
+      s.admit_tight = pass != 2;
+      pl = plan(row.model, sys, row.num_gpus, row.global_batch, s, row.options, &cache);
     }
     if (!pl.ranked.empty()) {
       res.config = pl.ranked.front().config;
