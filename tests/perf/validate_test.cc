@@ -165,7 +165,7 @@ TEST(Validate, MemoryOverPredictionIsBounded) {
 }
 
 // The stated accuracy of docs/PERFORMANCE-MODEL.md on the public set
-// (median 3.7%, max 32.6%; BigScience's 72-layer sweep ranked at Spearman
+// (median 3.6%, max 32.6%; BigScience's 72-layer sweep ranked at Spearman
 // 0.80, its 78-layer one, balanced over 12 stages where it is pipelined so, at
 // 0.93; MegaScale's Megatron-LM strong scaling of 175B from 256 to 12,288
 // GPUs at 0.95): held as a regression guard, not a target. The maximum is
