@@ -523,6 +523,27 @@ TEST(Validate, ARowWithoutPipelineSizeMaySplitItsLayersUnevenly) {
   EXPECT_LT(std::fabs(r.error), 0.15);
 }
 
+// A blank vocab is the tokenizer of the family the model's name names,
+// else GPT-2's BPE padded as Megatron-LM pads it; a published one stays.
+TEST(Validate, ABlankVocabularyFollowsTheModelFamily) {
+  const RunRows runs = read_runs(
+      table_of("id,source,system,model_name,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,"
+               "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind\n"
+               "a,s,dgx-h100,Llama 3.1 8B,32,4096,32,8192,,8,1,1,3,8,1,full,no,yes,300,model\n"
+               "b,s,dgx-h100,Llama 2 13B,40,5120,40,4096,,8,1,1,3,8,1,full,no,yes,300,model\n"
+               "c,s,dgx-h100,OPT-175B,96,12288,96,2048,,64,8,1,3,64,1,full,no,yes,300,model\n"
+               "d,s,dgx-h100,BloombergGPT 50B,70,7680,40,2048,,64,1,1,3,64,1,full,no,no,100,hardware\n"
+               "e,s,dgx-h100,BLOOM-176B,70,14336,112,2048,,64,8,1,1,64,1,full,no,no,100,hardware\n"
+               "f,s,dgx-h100,GPT 22B,48,6144,48,2048,,8,8,1,1,8,1,full,no,no,100,hardware\n"
+               "g,s,dgx-h100,Llama 3.1 405B,126,16384,128,8192,51200,64,8,8,1,64,1,full,no,yes,300,model\n"));
+  ASSERT_EQ(runs.rows.size(), 7u) << (runs.skipped.empty() ? "" : runs.skipped[0]);
+  const std::vector<int> want = {128256, 32000, 50272, 131072, 250880, 51200, 51200};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(runs.rows[i].model.vocab_size, want[i]) << runs.rows[i].id;
+  EXPECT_EQ(runs.rows[0].vocab_inferred, "128256 (from model name)");
+  EXPECT_EQ(runs.rows[5].vocab_inferred, "51200 (GPT-2's, padded)");
+  EXPECT_TRUE(runs.rows[6].vocab_inferred.empty());
+}
+
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.
 TEST(Validate, GatedMlpFollowsTheModelFamilyWhereBlank) {
   const RunRows runs = read_runs(table_of(

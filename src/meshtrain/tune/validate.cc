@@ -139,6 +139,29 @@ int family_kv_heads(const std::string& model_name, int heads) {
   return gqa && heads > 8 && heads % 8 == 0 ? 8 : 0;
 }
 
+// The vocabulary where a row leaves vocab blank, by the family its name
+// names (each family's tokenizer, as its model card or config.json gives
+// vocab_size): Llama 3 128,256; Llama 1-2, Mistral and Mixtral 32,000;
+// BLOOM 250,880; BloombergGPT 131,072; Nemotron-4 and Gemma 256,000; OPT
+// 50,272; MPT 50,368; GPT-NeoX-20B 50,432; Falcon 65,024; Qwen 151,936.
+// Otherwise GPT-2's BPE of 50,257 padded as Megatron-LM pads it, 51,200
+// (Narayanan et al. 2021: 'a vocabulary size of 51,200'). `named`: whether
+// a family said so.
+int family_vocab(const std::string& model_name, bool& named) {
+  const std::string n = ascii_lower(model_name);
+  static const std::pair<const char*, int> families[] = {
+      {"bloomberggpt", 131072}, {"bloom", 250880},  {"nemotron", 256000}, {"gemma", 256000},
+      {"opt", 50272},           {"mpt", 50368},     {"neox", 50432},      {"falcon", 65024},
+      {"qwen", 151936},         {"mistral", 32000}, {"mixtral", 32000}};
+  named = true;
+  if (const int g = llama_generation(n); g == 3) return 128256;
+  if (n.find("llama") != std::string::npos || llama_generation(n) == 2) return 32000;
+  for (const auto& [family, vocab] : families)
+    if (has_word(n, family)) return vocab;
+  named = false;
+  return 51200;
+}
+
 // The parameter count a model's name states ("Llama 3.1 8B", "L3-70B"), in
 // billions; 0 for none.
 double named_size_b(const std::string& name) {
@@ -178,7 +201,7 @@ int gated_ffn(const ModelConfig& shape, double params_b) {
   return std::fabs(double(rounded) / rule - 1) < 0.1 ? rule : rounded;
 }
 
-void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
+void read_model(const CsvTable& t, size_t r, ModelConfig& m, RunRow& p) {
   m.name = trim(t.field(r, "model_name"));
   m.num_layers = required_count(t, r, "layers");
   m.hidden_size = required_count(t, r, "hidden");
@@ -192,7 +215,13 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m) {
   else
     m.gated_mlp = gated_family(m.name);
   m.seq_length = required_count(t, r, "seq_len");
-  m.vocab_size = required_count(t, r, "vocab");
+  if (auto v = count(t, r, "vocab")) {
+    m.vocab_size = *v;
+  } else {
+    bool named = false;
+    m.vocab_size = family_vocab(m.name, named);
+    p.vocab_inferred = fmt::format("{} ({})", m.vocab_size, named ? "from model name" : "GPT-2's, padded");
+  }
   if (auto f = count(t, r, "ffn"))
     m.ffn_hidden_size = *f;
   else if (m.gated_mlp)
@@ -512,7 +541,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   p.source = trim(t.field(r, "source_key"));
   if (p.source.empty()) p.source = trim(t.field(r, "source"));
   read_profile(t, r, p);
-  read_model(t, r, p.model);
+  read_model(t, r, p.model, p);
   p.num_gpus = required_count(t, r, "num_gpus");
   p.global_batch = required_count(t, r, "global_batch");
   read_knobs(t, r, p);
@@ -595,6 +624,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.tflops_kind_inferred = row.tflops_kind_inferred;
   res.hybrid_shard_inferred = row.hybrid_shard_inferred;
   res.flash_attention_named = row.flash_attention_named;
+  res.vocab_inferred = row.vocab_inferred;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -721,6 +751,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
                      {"flash_attention_named", r.flash_attention_named},
+                     {"vocab_inferred", r.vocab_inferred},
                      {"system_inferred", !r.system_from.empty()},
                      {"system_from", r.system_from},
                      {"tflops_kind_inferred", r.tflops_kind_inferred},

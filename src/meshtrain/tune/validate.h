@@ -56,6 +56,7 @@ struct RunRow {
   int hybrid_shard_inferred =
       0;  // dp_shard blank, hybrid sharding named: the DP ranks of a node (MiCS: the least planned)
   bool flash_attention_named = false;  // flash_attn blank, a fused attention kernel named in the framework column
+  std::string vocab_inferred;          // vocab blank: "32000 (from model name)"; empty: published
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -91,6 +92,7 @@ struct RowResult {
   bool tflops_kind_inferred = false;
   int hybrid_shard_inferred = 0;
   bool flash_attention_named = false;
+  std::string vocab_inferred;
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
