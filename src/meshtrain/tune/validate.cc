@@ -154,8 +154,9 @@ int family_vocab(const std::string& model_name, bool& named) {
       {"opt", 50272},           {"mpt", 50368},     {"neox", 50432},      {"falcon", 65024},
       {"qwen", 151936},         {"mistral", 32000}, {"mixtral", 32000}};
   named = true;
-  if (const int g = llama_generation(n); g == 3) return 128256;
-  if (n.find("llama") != std::string::npos || llama_generation(n) == 2) return 32000;
+  const int llama = llama_generation(n);
+  if (llama == 3) return 128256;
+  if (llama == 2 || n.find("llama") != std::string::npos) return 32000;
   for (const auto& [family, vocab] : families)
     if (has_word(n, family)) return vocab;
   named = false;
@@ -299,7 +300,7 @@ std::vector<int> read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
   if (node % ranks != 0 || node / ranks < 2 || f.dp % (node / ranks) != 0 || node / ranks == f.dp) return {};
   std::vector<int> shards{node / ranks};
   if (!fsdp)
-    for (int dp = 2 * shards.back(); dp < f.dp && f.dp % dp == 0; dp *= 2) shards.push_back(dp);
+    for (int group = 2 * shards.back(); group < f.dp && f.dp % group == 0; group *= 2) shards.push_back(group);
   p.hybrid_shard_inferred = shards.front();
   return shards;
 }
