@@ -1,6 +1,6 @@
 // meshtrain validate: predictions against published runs (tune/validate.h),
-// in-sample, refitted (--fit) or leave-one-source-out (--cv source,
-// tune/validate_cv.h). Exits non-zero when no row could be compared or any
+// in-sample, refitted (--fit) or leave-one-source-out, plain and nested
+// (--cv source, tune/validate_cv.h). Exits non-zero when no row could be compared or any
 // row is malformed (each is listed on stderr).
 #include <algorithm>
 #include <cmath>
@@ -206,7 +206,8 @@ void add_validate_command(CLI::App& app, Runner& run) {
   c->add_option("runs", a->file, "CSV with the columns of tests/data/public-runs.csv")->required();
   c->add_flag("--json", a->json, "{rows: [{id, filled, prediction, reported, error}], median_abs_error, ...}");
   c->add_option("--cv", a->cv,
-                "source: refit each system's efficiency data without one source's rows and predict that source");
+                "source: refit each system's efficiency data without one source's rows and predict that source; "
+                "also nested, the shrinkage weights chosen without it too");
   c->add_flag("--fit", a->fit, "Fit each system's efficiency data (emax, flash) to all of its rows, and each framework profile's "
               "shrunk toward it, and print them");
   // Errors (meshtrain::Error) reach main, which prints them on one line.
