@@ -39,7 +39,7 @@ void print_rows(const tune::Validation& v) {
     if (!r.system_from.empty()) add("system=" + r.system + " (from " + r.system_from + ")");
     if (r.profile_inferred) add("profile=" + r.profile + " (from framework)");
     if (r.flash_attention_named) add("flash_attn=yes (from framework)");
-    if (!r.vocab_inferred.empty()) add("vocab=" + r.vocab_inferred);
+    for (const auto& [column, value] : r.inferred) add(column + "=" + value);
     if (r.tflops_kind_inferred) add("tflops_kind=hardware (from profile)");
     if (r.hybrid_shard_inferred)
       add(r.filled.count("dp_shard") ? "(hybrid sharding named)"

@@ -539,9 +539,28 @@ TEST(Validate, ABlankVocabularyFollowsTheModelFamily) {
   ASSERT_EQ(runs.rows.size(), 7u) << (runs.skipped.empty() ? "" : runs.skipped[0]);
   const std::vector<int> want = {128256, 32000, 50272, 131072, 250880, 51200, 51200};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(runs.rows[i].model.vocab_size, want[i]) << runs.rows[i].id;
-  EXPECT_EQ(runs.rows[0].vocab_inferred, "128256 (from model name)");
-  EXPECT_EQ(runs.rows[5].vocab_inferred, "51200 (GPT-2's, padded)");
-  EXPECT_TRUE(runs.rows[6].vocab_inferred.empty());
+  EXPECT_EQ(runs.rows[0].inferred.at("vocab"), "128256 (from model name)");
+  EXPECT_EQ(runs.rows[5].inferred.at("vocab"), "51200 (GPT-2's, padded)");
+  EXPECT_FALSE(runs.rows[6].inferred.count("vocab"));
+}
+
+// A blank global batch is what the row gives otherwise: tokens a second x
+// seconds a step over the sequence, else micro-batch x accumulation x DP
+// where the mesh is published; with neither the row is refused, naming both.
+TEST(Validate, ABlankGlobalBatchComesFromTheRestOfTheRow) {
+  const RunRows runs = read_runs(
+      table_of("id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+               "grad_accum,recompute,seq_parallel,flash_attn,tokens_per_s,iter_time_s,tflops_per_gpu,tflops_kind\n"
+               "rate,s,dgx-h100,32,4096,32,4096,32000,64,1,1,3,,,,full,no,yes,400000,10.24,,\n"
+               "mesh,s,dgx-h100,32,4096,32,4096,32000,64,2,2,1,,2,4,full,no,yes,,,300,model\n"
+               "none,s,dgx-h100,32,4096,32,4096,32000,64,,,3,,2,,full,no,yes,,,300,model\n"));
+  ASSERT_EQ(runs.rows.size(), 2u);
+  EXPECT_EQ(runs.rows[0].global_batch, 1000);  // 400,000 x 10.24 / 4,096
+  EXPECT_EQ(runs.rows[0].inferred.at("global_batch"), "1000 (tokens/s x iteration time)");
+  EXPECT_EQ(runs.rows[1].global_batch, 2 * 4 * 16);
+  EXPECT_EQ(runs.rows[1].inferred.at("global_batch"), "128 (micro-batch x accumulation x DP 16)");
+  ASSERT_EQ(runs.skipped.size(), 1u);
+  EXPECT_NE(runs.skipped[0].find("global_batch is blank"), std::string::npos) << runs.skipped[0];
 }
 
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.

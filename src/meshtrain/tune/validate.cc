@@ -221,13 +221,46 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m, RunRow& p) {
   } else {
     bool named = false;
     m.vocab_size = family_vocab(m.name, named);
-    p.vocab_inferred = fmt::format("{} ({})", m.vocab_size, named ? "from model name" : "GPT-2's, padded");
+    p.inferred["vocab"] = fmt::format("{} ({})", m.vocab_size, named ? "from model name" : "GPT-2's, padded");
   }
   if (auto f = count(t, r, "ffn"))
     m.ffn_hidden_size = *f;
   else if (m.gated_mlp)
     m.ffn_hidden_size = gated_ffn(m, number(t, r, "params_b").value_or(0));
   m.validate();
+}
+
+// Column global_batch; where blank, the sequences of a step as the row
+// gives them otherwise: tokens a second x seconds a step / sequence length,
+// else micro-batch x accumulation x DP where the mesh is published (tp and
+// pp; a blank cp is 1), the accumulation 1 where blank only without a
+// pipeline (a pipeline runs many micro-batches a step, how many unsaid).
+// Refused where neither.
+void read_global_batch(const CsvTable& t, size_t r, RunRow& p) {
+  if (auto g = count(t, r, "global_batch")) {
+    p.global_batch = *g;
+    return;
+  }
+  std::optional<double> rate = number(t, r, "tokens_per_s");
+  if (!rate)
+    if (auto per_gpu = number(t, r, "tokens_per_s_per_gpu")) rate = *per_gpu * p.num_gpus;
+  const std::optional<double> step = number(t, r, "iter_time_s");
+  if (rate && step && *rate > 0 && *step > 0) {
+    p.global_batch = int(std::lround(*rate * *step / p.model.seq_length));
+    check(p.global_batch > 0, "column global_batch is blank and tokens/s x iter_time_s is under one sequence");
+    p.inferred["global_batch"] = fmt::format("{} (tokens/s x iteration time)", p.global_batch);
+    return;
+  }
+  const auto mb = count(t, r, "micro_batch"), tp = count(t, r, "tp"), pp = count(t, r, "pp");
+  const int cp = count(t, r, "cp").value_or(1);
+  auto ga = count(t, r, "grad_accum");
+  if (!ga && pp == 1) ga = 1;
+  check(mb && ga && tp && pp && p.num_gpus % (*tp * *pp * cp) == 0,
+        "column global_batch is blank, and neither tokens/s with iter_time_s nor micro_batch with tp, pp and "
+        "grad_accum (blank: 1 only at pp 1) gives it");
+  const int dp = p.num_gpus / (*tp * *pp * cp);
+  p.global_batch = *mb * *ga * dp;
+  p.inferred["global_batch"] = fmt::format("{} (micro-batch x accumulation x DP {})", p.global_batch, dp);
 }
 
 // Uneven pipeline stages (parallel/stage_layers.h): first_stage_layers and
@@ -544,7 +577,7 @@ RunRow read_row(const CsvTable& t, size_t r) {
   read_profile(t, r, p);
   read_model(t, r, p.model, p);
   p.num_gpus = required_count(t, r, "num_gpus");
-  p.global_batch = required_count(t, r, "global_batch");
+  read_global_batch(t, r, p);
   read_knobs(t, r, p);
   read_options(t, r, p);
   read_metric(t, r, p);
@@ -625,7 +658,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.tflops_kind_inferred = row.tflops_kind_inferred;
   res.hybrid_shard_inferred = row.hybrid_shard_inferred;
   res.flash_attention_named = row.flash_attention_named;
-  res.vocab_inferred = row.vocab_inferred;
+  res.inferred = row.inferred;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -752,7 +785,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"profile", r.profile},
                      {"profile_inferred", r.profile_inferred},
                      {"flash_attention_named", r.flash_attention_named},
-                     {"vocab_inferred", r.vocab_inferred},
+                     {"inferred", r.inferred},
                      {"system_inferred", !r.system_from.empty()},
                      {"system_from", r.system_from},
                      {"tflops_kind_inferred", r.tflops_kind_inferred},

@@ -56,7 +56,9 @@ struct RunRow {
   int hybrid_shard_inferred =
       0;  // dp_shard blank, hybrid sharding named: the DP ranks of a node (MiCS: the least planned)
   bool flash_attention_named = false;  // flash_attn blank, a fused attention kernel named in the framework column
-  std::string vocab_inferred;          // vocab blank: "32000 (from model name)"; empty: published
+  // Blank columns given a value from the rest of the row: column -> "value
+  // (whence)", e.g. vocab -> "32000 (from model name)".
+  std::map<std::string, std::string> inferred;
   int line = 0;
   ModelConfig model;
   int num_gpus = 0, global_batch = 0;
@@ -92,7 +94,7 @@ struct RowResult {
   bool tflops_kind_inferred = false;
   int hybrid_shard_inferred = 0;
   bool flash_attention_named = false;
-  std::string vocab_inferred;
+  std::map<std::string, std::string> inferred;  // RunRow::inferred
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
