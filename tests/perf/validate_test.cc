@@ -561,6 +561,16 @@ TEST(Validate, ABlankGlobalBatchComesFromTheRestOfTheRow) {
   EXPECT_EQ(runs.rows[1].inferred.at("global_batch"), "128 (micro-batch x accumulation x DP 16)");
   ASSERT_EQ(runs.skipped.size(), 1u);
   EXPECT_NE(runs.skipped[0].find("global_batch is blank"), std::string::npos) << runs.skipped[0];
+  // Two rows alike but for their rates: each is planned at its own batch
+  // (the plan memo keys on the batch as resolved, not the blank column).
+  const Validation v = validate_runs(
+      table_of("id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+               "grad_accum,recompute,seq_parallel,flash_attn,tokens_per_s,iter_time_s\n"
+               "a,s,dgx-h100,32,4096,32,4096,32000,64,1,1,3,,,,full,no,yes,409600,10.24\n"
+               "b,s,dgx-h100,32,4096,32,4096,32000,64,1,1,3,,,,full,no,yes,409600,20.48\n"));
+  ASSERT_EQ(v.rows.size(), 2u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[0].config.global_batch_size, 1024);
+  EXPECT_EQ(v.rows[1].config.global_batch_size, 2048);
 }
 
 // gated_mlp blank: a Llama-family name means SwiGLU; a published "no" stays.

@@ -583,7 +583,8 @@ RunRow read_row(const CsvTable& t, size_t r) {
   read_metric(t, r, p);
   read_peak_memory(t, r, p);
   for (const char* col : kKeyColumns) p.key += trim(t.field(r, col)) + '\x1f';
-  p.key += p.profile + '\x1f' + p.system;  // inferred where the columns are blank
+  // What is inferred where the columns are blank, as resolved.
+  p.key += fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f", p.profile, p.system, p.global_batch, p.model.vocab_size);
   const perf::PerfOptions& o = p.options;
   p.key += fmt::format("{}{}{}{}{}{}", int(o.overlap_grad_reduce), int(o.overlap_param_gather), int(o.tp_comm_overlap),
                        int(o.overlap_p2p_comm), p.hybrid_shard_inferred, int(p.flash_attention_named));
