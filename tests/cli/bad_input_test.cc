@@ -272,9 +272,10 @@ TEST(BadValues, SystemFileFigures) {
   const std::string latency = text.substr(lat, end - lat);
   expect_one_line_error(run(kPredict + "--system " + system_with("neglat.json", latency, "\"latency_us\": -5").string()),
                         "latency must be finite and not negative");
-  expect_one_line_error(run(kPredict + "--system " +
-                            system_with("negstep.json", "\"ring_step_us\": 35", "\"ring_step_us\": -5").string()),
-                        "network ring_step_us must be finite and not negative");
+  expect_one_line_error(
+      run(kPredict + "--system " +
+          system_with("negstep.json", "\"network\": {", "\"network\": {\"ring_step_us\": -5,").string()),
+      "network ring_step_us must be finite and not negative");
   // Efficiency 0 gave null figures, -1 faster-than-possible ones.
   const size_t eff = text.find("\"flash_attention_efficiency\": ");
   ASSERT_NE(eff, std::string::npos);

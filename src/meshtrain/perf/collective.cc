@@ -55,14 +55,15 @@ double all_reduce_across_nodes(const SystemSpec& s, const GroupPlacement& g, dou
   return t;
 }
 
-// The latency of a ring through n ranks on `nodes` nodes. Measured at
-// scale, each of its n - 1 steps costs about the same whether the hop is
-// inside a node or not (NetworkSpec::ring_step_s): NCCL's all-gather over
-// 64 to 512 H100s falls from 69 to 11 GB/s at 256 MB, about 35-45 us a
-// step from 128 ranks on (Hugging Face, The Ultra-Scale Playbook, 2025,
-// its NCCL benchmark across node counts). Without a measured step, the sum
-// of the ring's hops (NCCL's tuning model, src/graph/tuning.cc:
-// nsteps - nInterSteps hops inside a node, nInterSteps = nodes - 1 across).
+// The latency of a ring through n ranks on `nodes` nodes. Where a network's
+// step was measured at scale (NetworkSpec::ring_step_s), each of its n - 1
+// steps costs that, inside a node or not: over AWS EFA, NCCL's all-gather
+// over 64 to 512 H100s falls from 69 to 11 GB/s at 256 MB, about 35-45 us a
+// step from 128 ranks on (Hugging Face, The Ultra-Scale Playbook, 2025).
+// Otherwise the sum of the ring's hops (NCCL's tuning model,
+// src/graph/tuning.cc: nsteps - nInterSteps hops inside a node,
+// nInterSteps = nodes - 1 across), which DeepSpeed ZeRO-3 on 384 to 2,240
+// A100s over HDR InfiniBand follows (Narayanan et al. 2021, Table 2).
 double ring_latency(const SystemSpec& s, const GroupPlacement& g) {
   if (s.network.ring_step_s > 0) return (g.size - 1) * s.network.ring_step_s;
   const double hops = (g.nodes - 1) * s.network.latency_s;

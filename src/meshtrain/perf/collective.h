@@ -16,9 +16,10 @@
 // The inter-node latency term: an all-reduce runs as a tree across nodes,
 // 2 log2(nodes) network steps; all-gather and reduce-scatter have no tree in
 // NCCL (or RCCL) and run as one ring through all n ranks, ordered node by
-// node, whose latency is n - 1 steps of the network's measured ring step
-// (NetworkSpec::ring_step_s), or without one the sum of its hops: nodes - 1
-// on the network and n - nodes on the node's link (NCCL's tuning model);
+// node, whose latency is n - 1 steps of the network's ring step where one
+// was measured (NetworkSpec::ring_step_s), otherwise the sum of its hops:
+// nodes - 1 on the network and n - nodes on the node's link (NCCL's tuning
+// model);
 // either grows linearly with the group. Each of its steps moves 1/nodes of
 // a rank's network bytes,
 // and the network runs at the efficiency of that step size (the network
