@@ -167,6 +167,11 @@ void add_published_practice(FrameworkProfile& p) {
   // --pp-partition-method 'type:transformer|embedding' (tr11-176B-ml
   // README and chronicles-prequel.md).
   if (p.name == "megatron-deepspeed-2022") p.recipe_stage_counting = StageCounting::embedding_head;
+  // DeepSpeed's first ZeRO-3 was published on Megatron's GPT layers
+  // (DeepSpeedExamples' Megatron-LM-v1.1.5-ZeRO3, March 2021: the ZeRO-3 GPT
+  // of its release and of Narayanan et al.'s comparison), not on the
+  // Hugging Face models its later runs wrap.
+  if (p.name == "deepspeed-zero3-2021") p.efficiency_family = "megatron-deepspeed";
   // DeepSpeed ZeRO-3 wraps a user's model and brings no attention kernel: a
   // run published with it that names none is taken to have run the model's
   // own, unfused, not planned to the faster fused one.
@@ -303,6 +308,10 @@ const FrameworkProfile* find_framework_profile(const std::string& name) {
   for (const FrameworkProfile& p : framework_profiles())
     if (p.name == name) return &p;
   return nullptr;
+}
+
+const std::string& efficiency_family(const FrameworkProfile& p) {
+  return p.efficiency_family.empty() ? p.family : p.efficiency_family;
 }
 
 const FrameworkProfile& framework_profile(const std::string& name) {

@@ -35,6 +35,10 @@
 //                        one family share their kernels and layer code, so
 //                        efficiency data fitted on one of them is the
 //                        first fallback for another (validate_cv.h)
+//   efficiency_family    where not `family`, the code base whose layers the
+//                        release's published runs ran, and so whose
+//                        efficiency data it falls back to (a runtime that
+//                        wraps a user's model brings no kernels of its own)
 #pragma once
 
 #include <optional>
@@ -49,6 +53,7 @@ namespace meshtrain::perf {
 struct FrameworkProfile {
   std::string name;
   std::string family;
+  std::string efficiency_family;  // empty: family
   bool tensor_parallel = true;
   bool pipeline = true;
   bool interleaving = true;
@@ -76,6 +81,8 @@ const std::vector<FrameworkProfile>& framework_profiles();
 const FrameworkProfile& framework_profile(const std::string& name);
 // The profile called `name`, or nullptr.
 const FrameworkProfile* find_framework_profile(const std::string& name);
+// The family whose efficiency data `p` falls back to.
+const std::string& efficiency_family(const FrameworkProfile& p);
 
 // The profile a published run's free-text framework description names, for
 // rows that give no profile: torchtitan or FSDP2 -> torchtitan-2024;

@@ -190,7 +190,7 @@ Split split(const GridResults& g, const std::vector<size_t>& idx) {
     s.system[g.group[i]].push_back(i);
     if (r.profile.empty()) continue;
     s.profile[g.group[i] + "/" + r.profile].push_back(i);
-    s.family[g.group[i] + "/" + perf::framework_profile(r.profile).family].push_back(i);
+    s.family[g.group[i] + "/" + perf::efficiency_family(perf::framework_profile(r.profile))].push_back(i);
   }
   return s;
 }
@@ -205,7 +205,7 @@ size_t profile_point(ScoreCache& cache, const Split& train, const std::string& s
   if (k.pooled() || profile.empty()) return pooled_point;
   std::vector<const std::vector<size_t>*> levels;
   if (auto it = train.profile.find(system + "/" + profile); it != train.profile.end()) levels.push_back(&it->second);
-  const std::string family = perf::framework_profile(profile).family;
+  const std::string& family = perf::efficiency_family(perf::framework_profile(profile));
   if (auto it = train.family.find(system + "/" + family); it != train.family.end()) levels.push_back(&it->second);
   if (levels.empty()) return pooled_point;
   levels.push_back(&train.system.at(system));
@@ -427,7 +427,7 @@ EfficiencyFits fit_efficiency(const RunRows& runs) {
     }
     fit.errors = summarize(errs);
     // A profile without rows on the group takes its family's point, as in
-    // the folds (deepspeed-zero3-2021 that of DeepSpeed's published runs).
+    // the folds (deepspeed-zero3-2021 Megatron-DeepSpeed's: efficiency_family).
     for (const perf::FrameworkProfile& f : perf::framework_profiles())
       if (!points.count(f.name)) points[f.name] = profile_point(cache, sp, group, f.name, p0, sel.k);
     for (const auto& [prof, p] : points) {
