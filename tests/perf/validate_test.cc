@@ -557,6 +557,31 @@ TEST(Validate, ABlankVocabularyFollowsTheModelFamily) {
   EXPECT_FALSE(runs.rows[6].inferred.count("vocab"));
 }
 
+// A mesh published as its model-parallel or data-parallel size alone:
+// the blank TP and PP are planned over the splits with that size, not over
+// every mesh (Narayanan et al.'s Table 2 prints "model-parallel size 96"
+// for 175B on 384 GPUs; unconstrained, TP 2 x PP 24 was planned, DP 8).
+TEST(Validate, AModelParallelSizeAloneBoundsThePlannedMesh) {
+  const std::string header =
+      "id,source,system,framework,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,model_parallel,global_batch,"
+      "micro_batch,recompute,tflops_per_gpu,tflops_kind\n";
+  const Validation v =
+      validate_runs(table_of(
+          header + "mp,s,dgx-a100-80gb,Megatron-LM 2021,96,12288,96,2048,51200,384,,,,96,1536,1,full,153,hardware\n"
+                   "dp,s,dgx-a100-80gb,Megatron-LM 2021,96,12288,96,2048,51200,384,,,4,,1536,1,full,153,hardware\n"
+                   "tp,s,dgx-a100-80gb,Megatron-LM 2021,96,12288,96,2048,51200,384,8,,,96,1536,1,full,153,hardware\n"
+                   "bad,s,dgx-a100-80gb,Megatron-LM 2021,96,12288,96,2048,51200,384,8,12,,48,1536,1,full,153,"
+                   "hardware\n"));
+  ASSERT_EQ(v.rows.size(), 3u);
+  EXPECT_EQ(v.rows[0].config.tp * v.rows[0].config.pp, 96);
+  EXPECT_EQ(v.rows[0].config.dp, 4);
+  EXPECT_EQ(v.rows[1].config.dp, 4);
+  EXPECT_EQ(v.rows[2].config.tp, 8);
+  EXPECT_EQ(v.rows[2].config.pp, 12);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("model_parallel 48 is not tp 8 x pp 12"), std::string::npos) << v.skipped[0];
+}
+
 // DeepSpeed's first ZeRO-3 named without Megatron: the 2021 profile, priced
 // with the efficiency data of the Megatron layers its published runs ran
 // (FrameworkProfile::efficiency_family). Narayanan et al.'s Table 2 ZeRO-3

@@ -80,8 +80,11 @@ std::vector<Mesh> meshes(const ModelConfig& m, const SearchSpace& sp, int num_gp
       // Uneven splits need not divide the layers by pp: validate() decides.
       const auto pps = or_default(sp.pp, sp.uneven_stages() ? divisors(num_gpus / (tp * cp), m.num_layers)
                                                             : divisors(m.num_layers, m.num_layers));
-      for (int pp : pps)
-        if (num_gpus % (tp * cp * pp) == 0) out.push_back({tp, cp, pp, num_gpus / (tp * cp * pp)});
+      for (int pp : pps) {
+        if (num_gpus % (tp * cp * pp) != 0) continue;
+        const int dp = num_gpus / (tp * cp * pp);
+        if (sp.data_parallel == 0 || dp == sp.data_parallel) out.push_back({tp, cp, pp, dp});
+      }
     }
   return out;
 }

@@ -50,6 +50,10 @@ namespace meshtrain::tune {
 
 struct SearchSpace {
   std::vector<int> tp, pp, cp, vpp, zero_stage, zero_shard, micro_batch_size;
+  // The data-parallel size where it is known but not the split of the rest
+  // into TP, CP and PP (a table that prints the model-parallel size alone);
+  // 0: any.
+  int data_parallel = 0;
   bool hybrid_shard = false;
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel, flash_attention;

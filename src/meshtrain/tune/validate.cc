@@ -90,13 +90,37 @@ std::optional<bool> yes_no(const CsvTable& t, size_t r, const std::string& col) 
 }
 
 // The columns a prediction reads; equal values give equal predictions.
-constexpr const char* kKeyColumns[] = {"system",     "layers",      "hidden",     "heads",        "kv_heads",
-                                       "ffn",        "seq_len",     "vocab",      "num_gpus",     "global_batch",
-                                       "tp",         "pp",          "vpp",        "zero_stage",   "dp",
-                                       "micro_batch", "grad_accum", "recompute",  "seq_parallel", "flash_attn",
-                                       "precision",  "profile",     "gated_mlp",  "recompute_num_layers",
-                                       "first_stage_layers", "last_stage_layers", "stage_counting", "model_name",
-                                       "cp",         "dp_shard"};
+constexpr const char* kKeyColumns[] = {"system",
+                                       "layers",
+                                       "hidden",
+                                       "heads",
+                                       "kv_heads",
+                                       "ffn",
+                                       "seq_len",
+                                       "vocab",
+                                       "num_gpus",
+                                       "global_batch",
+                                       "tp",
+                                       "pp",
+                                       "vpp",
+                                       "zero_stage",
+                                       "dp",
+                                       "micro_batch",
+                                       "grad_accum",
+                                       "recompute",
+                                       "seq_parallel",
+                                       "flash_attn",
+                                       "precision",
+                                       "profile",
+                                       "gated_mlp",
+                                       "recompute_num_layers",
+                                       "first_stage_layers",
+                                       "last_stage_layers",
+                                       "stage_counting",
+                                       "model_name",
+                                       "cp",
+                                       "dp_shard",
+                                       "model_parallel"};
 
 // Model families whose MLP is gated (SwiGLU or GeGLU: Llama 1-3, Mistral and
 // Mixtral, Qwen, Gemma, DeepSeek, Baichuan, InternLM model cards), for a row
@@ -355,9 +379,22 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   check(f.cp >= 1 && p.num_gpus % (f.tp * f.cp * f.pp) == 0, "tp {} x cp {} x pp {} does not divide num_gpus {}", f.tp,
         f.cp, f.pp, p.num_gpus);
   f.dp = std::max(1, p.num_gpus / (f.tp * f.cp * f.pp));
-  if (auto dp = count(t, r, "dp"); dp && !s.tp.empty() && !s.pp.empty())
+  const std::optional<int> dp = count(t, r, "dp"), mp = count(t, r, "model_parallel");
+  if (dp && !s.tp.empty() && !s.pp.empty())
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
+  if (mp && !s.tp.empty() && !s.pp.empty())
+    check(*mp == f.tp * f.pp, "model_parallel {} is not tp {} x pp {}", *mp, f.tp, f.pp);
+  // A mesh published as its data-parallel or model-parallel size alone
+  // (Narayanan et al.'s Table 2 prints "model-parallel size 96"): the blank
+  // TP and PP are planned over the splits of the rest.
+  if (s.tp.empty() || s.pp.empty()) {
+    if (mp) check(p.num_gpus % *mp == 0, "model_parallel {} does not divide num_gpus {}", *mp, p.num_gpus);
+    if (dp) check(p.num_gpus % *dp == 0, "dp {} does not divide num_gpus {}", *dp, p.num_gpus);
+    if (mp && dp)
+      check(int64_t(*mp) * *dp == p.num_gpus, "dp {} x model_parallel {} is not num_gpus {}", *dp, *mp, p.num_gpus);
+    s.data_parallel = dp ? *dp : mp ? p.num_gpus / *mp : 0;
+  }
   // A blank dp_shard is ZeRO state sharded over the whole DP group (FSDP's
   // FULL_SHARD), unless the row names hybrid sharding (read_hybrid_shard); a
   // smaller one is hybrid sharding (validate() refuses one that does not
