@@ -385,15 +385,18 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
           f.tp, f.cp, f.pp, p.num_gpus);
   if (mp && !s.tp.empty() && !s.pp.empty())
     check(*mp == f.tp * f.pp, "model_parallel {} is not tp {} x pp {}", *mp, f.tp, f.pp);
-  // A mesh published as its data-parallel or model-parallel size alone
-  // (Narayanan et al.'s Table 2 prints "model-parallel size 96"): the blank
-  // TP and PP are planned over the splits of the rest.
+  // A mesh published as its data-parallel or model-parallel size (TP x PP,
+  // Megatron's) alone, as Narayanan et al.'s Table 2 prints "model-parallel
+  // size 96": the blank TP and PP are planned over the splits of the rest.
   if (s.tp.empty() || s.pp.empty()) {
-    if (mp) check(p.num_gpus % *mp == 0, "model_parallel {} does not divide num_gpus {}", *mp, p.num_gpus);
+    if (mp)
+      check(p.num_gpus % (*mp * f.cp) == 0, "model_parallel {} x cp {} does not divide num_gpus {}", *mp, f.cp,
+            p.num_gpus);
     if (dp) check(p.num_gpus % *dp == 0, "dp {} does not divide num_gpus {}", *dp, p.num_gpus);
     if (mp && dp)
-      check(int64_t(*mp) * *dp == p.num_gpus, "dp {} x model_parallel {} is not num_gpus {}", *dp, *mp, p.num_gpus);
-    s.data_parallel = dp ? *dp : mp ? p.num_gpus / *mp : 0;
+      check(int64_t(*mp) * f.cp * *dp == p.num_gpus, "dp {} x model_parallel {} x cp {} is not num_gpus {}", *dp, *mp,
+            f.cp, p.num_gpus);
+    s.data_parallel = dp ? *dp : mp ? p.num_gpus / (*mp * f.cp) : 0;
   }
   // A blank dp_shard is ZeRO state sharded over the whole DP group (FSDP's
   // FULL_SHARD), unless the row names hybrid sharding (read_hybrid_shard); a
