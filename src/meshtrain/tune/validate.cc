@@ -90,37 +90,13 @@ std::optional<bool> yes_no(const CsvTable& t, size_t r, const std::string& col) 
 }
 
 // The columns a prediction reads; equal values give equal predictions.
-constexpr const char* kKeyColumns[] = {"system",
-                                       "layers",
-                                       "hidden",
-                                       "heads",
-                                       "kv_heads",
-                                       "ffn",
-                                       "seq_len",
-                                       "vocab",
-                                       "num_gpus",
-                                       "global_batch",
-                                       "tp",
-                                       "pp",
-                                       "vpp",
-                                       "zero_stage",
-                                       "dp",
-                                       "micro_batch",
-                                       "grad_accum",
-                                       "recompute",
-                                       "seq_parallel",
-                                       "flash_attn",
-                                       "precision",
-                                       "profile",
-                                       "gated_mlp",
-                                       "recompute_num_layers",
-                                       "first_stage_layers",
-                                       "last_stage_layers",
-                                       "stage_counting",
-                                       "model_name",
-                                       "cp",
-                                       "dp_shard",
-                                       "model_parallel"};
+// clang-format off
+constexpr const char* kKeyColumns[] = {
+    "system", "layers", "hidden", "heads", "kv_heads", "ffn", "seq_len", "vocab", "num_gpus", "global_batch",
+    "tp", "pp", "vpp", "zero_stage", "dp", "model_parallel", "cp", "dp_shard", "micro_batch", "grad_accum",
+    "recompute", "seq_parallel", "flash_attn", "precision", "profile", "gated_mlp", "recompute_num_layers",
+    "first_stage_layers", "last_stage_layers", "stage_counting", "model_name"};
+// clang-format on
 
 // Model families whose MLP is gated (SwiGLU or GeGLU: Llama 1-3, Mistral and
 // Mixtral, Qwen, Gemma, DeepSeek, Baichuan, InternLM model cards), for a row
