@@ -145,22 +145,20 @@ int family_kv_heads(const std::string& model_name, int heads) {
 // BLOOM 250,880; BloombergGPT 131,072; Nemotron-4 and Gemma 256,000; OPT
 // 50,272; MPT 50,368; GPT-NeoX-20B 50,432; Falcon 65,024; Qwen 151,936.
 // Otherwise GPT-2's BPE of 50,257 padded as Megatron-LM pads it, 51,200
-// (Narayanan et al. 2021: 'a vocabulary size of 51,200'). `named`: whether
-// a family said so.
-int family_vocab(const std::string& model_name, bool& named) {
+// (Narayanan et al. 2021: 'a vocabulary size of 51,200'), which the caller
+// takes where this is nullopt: no family named.
+std::optional<int> family_vocab(const std::string& model_name) {
   const std::string n = ascii_lower(model_name);
   static const std::pair<const char*, int> families[] = {
       {"bloomberggpt", 131072}, {"bloom", 250880},  {"nemotron", 256000}, {"gemma", 256000},
       {"opt", 50272},           {"mpt", 50368},     {"neox", 50432},      {"falcon", 65024},
       {"qwen", 151936},         {"mistral", 32000}, {"mixtral", 32000}};
-  named = true;
   const int llama = llama_generation(n);
   if (llama == 3) return 128256;
   if (llama == 2 || n.find("llama") != std::string::npos) return 32000;
   for (const auto& [family, vocab] : families)
     if (has_word(n, family)) return vocab;
-  named = false;
-  return 51200;
+  return std::nullopt;
 }
 
 // The parameter count a model's name states ("Llama 3.1 8B", "L3-70B"), in
@@ -219,8 +217,8 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m, RunRow& p) {
   if (auto v = count(t, r, "vocab")) {
     m.vocab_size = *v;
   } else {
-    bool named = false;
-    m.vocab_size = family_vocab(m.name, named);
+    const std::optional<int> named = family_vocab(m.name);
+    m.vocab_size = named.value_or(51200);
     p.inferred["vocab"] = fmt::format("{} ({})", m.vocab_size, named ? "from model name" : "GPT-2's, padded");
   }
   if (auto f = count(t, r, "ffn"))
@@ -233,9 +231,9 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m, RunRow& p) {
 // Column global_batch; where blank, the sequences of a step as the row
 // gives them otherwise: tokens a second x seconds a step / sequence length,
 // else micro-batch x accumulation x DP where the mesh is published (tp and
-// pp; a blank cp is 1), the accumulation 1 where blank only without a
-// pipeline (a pipeline runs many micro-batches a step, how many unsaid).
-// Refused where neither.
+// pp, read by read_mesh before), the accumulation 1 where blank only
+// without a pipeline (a pipeline runs many micro-batches a step, how many
+// unsaid). Refused where neither.
 void read_global_batch(const CsvTable& t, size_t r, RunRow& p) {
   if (auto g = count(t, r, "global_batch")) {
     p.global_batch = *g;
@@ -251,16 +249,16 @@ void read_global_batch(const CsvTable& t, size_t r, RunRow& p) {
     p.inferred["global_batch"] = fmt::format("{} (tokens/s x iteration time)", p.global_batch);
     return;
   }
-  const auto mb = count(t, r, "micro_batch"), tp = count(t, r, "tp"), pp = count(t, r, "pp");
-  const int cp = count(t, r, "cp").value_or(1);
+  const ParallelConfig& f = p.fallback;
+  const bool mesh = !p.space.tp.empty() && !p.space.pp.empty();
+  const auto mb = count(t, r, "micro_batch");
   auto ga = count(t, r, "grad_accum");
-  if (!ga && pp == 1) ga = 1;
-  check(mb && ga && tp && pp && p.num_gpus % (*tp * *pp * cp) == 0,
+  if (!ga && mesh && f.pp == 1) ga = 1;
+  check(mb && ga && mesh,
         "column global_batch is blank, and neither tokens/s with iter_time_s nor micro_batch with tp, pp and "
         "grad_accum (blank: 1 only at pp 1) gives it");
-  const int dp = p.num_gpus / (*tp * *pp * cp);
-  p.global_batch = *mb * *ga * dp;
-  p.inferred["global_batch"] = fmt::format("{} (micro-batch x accumulation x DP {})", p.global_batch, dp);
+  p.global_batch = *mb * *ga * f.dp;
+  p.inferred["global_batch"] = fmt::format("{} (micro-batch x accumulation x DP {})", p.global_batch, f.dp);
 }
 
 // Uneven pipeline stages (parallel/stage_layers.h): first_stage_layers and
@@ -446,8 +444,9 @@ std::optional<bool> read_flash_attention(const CsvTable& t, size_t r, RunRow& p)
 void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
-  f.global_batch_size = p.global_batch;
   read_mesh(t, r, p);
+  read_global_batch(t, r, p);
+  f.global_batch_size = p.global_batch;
   read_micro_batch(t, r, p);
   read_recompute(t, r, p);
   read_knob(yes_no(t, r, "seq_parallel"), "seq_parallel", s.sequence_parallel, f.sequence_parallel,
@@ -593,7 +592,6 @@ RunRow read_row(const CsvTable& t, size_t r) {
   read_profile(t, r, p);
   read_model(t, r, p.model, p);
   p.num_gpus = required_count(t, r, "num_gpus");
-  read_global_batch(t, r, p);
   read_knobs(t, r, p);
   read_options(t, r, p);
   read_metric(t, r, p);

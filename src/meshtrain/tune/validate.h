@@ -53,8 +53,9 @@ struct RunRow {
   bool profile_inferred = false;  // from the framework column (perf::infer_profile)
   std::string system_from;        // "" as named, else the column that chose it (perf::match_system)
   bool tflops_kind_inferred = false;  // tflops_kind blank: hardware, as the profile publishes
-  int hybrid_shard_inferred =
-      0;  // dp_shard blank, hybrid sharding named: the DP ranks of a node (MiCS: the least planned)
+  // dp_shard blank, hybrid sharding named: the DP ranks of a node (MiCS: the
+  // least planned).
+  int hybrid_shard_inferred = 0;
   bool flash_attention_named = false;  // flash_attn blank, a fused attention kernel named in the framework column
   // Blank columns given a value from the rest of the row: column -> "value
   // (whence)", e.g. vocab -> "32000 (from model name)".
