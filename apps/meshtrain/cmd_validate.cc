@@ -45,6 +45,7 @@ void print_rows(const tune::Validation& v) {
       add(r.filled.count("dp_shard") ? "(hybrid sharding named)"
                                      : fmt::format("dp_shard={} (hybrid sharding named)", r.hybrid_shard_inferred));
     if (r.beyond_profile) add("(beyond " + r.profile + ")");
+    for (const auto& why : r.unread) add("unread: " + why);
     const std::string err = r.compared ? fmt::format("{:+.1f}%", 100 * r.error) : "-";
     fmt::print("{:<20} {:<14} {:<24} {:>9.4g} {:>9.4g} {:>8}  {:<4} {}\n", r.id, r.system,
                r.expected_oom ? "fits (expect no)" : r.metric, r.reported, r.predicted, err,

@@ -209,9 +209,10 @@ TEST(Validate, MalformedRowsAreReportedAndSkipped) {
   EXPECT_NE(v.skipped[1].find("bad-dp"), std::string::npos);
 }
 
-// A published peak (column peak_mem) is read with its unit and compared
-// with the predicted peak of the most loaded rank; a size without a unit
-// is refused.
+// A published peak (column peak_mem) is read with its unit, from the start
+// of the field, and compared with the predicted peak of the most loaded
+// rank. A size without a unit is left unread, not guessed: the row is still
+// compared on its throughput.
 TEST(Validate, PublishedPeakMemoryIsComparedWithThePrediction) {
   std::istringstream in(
       "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
@@ -219,24 +220,58 @@ TEST(Validate, PublishedPeakMemoryIsComparedWithThePrediction) {
       "gb,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GB\n"
       "gib,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GiB\n"
       "none,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,\n"
-      "bare,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30\n");
+      "bare,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30\n"
+      "noted,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,~30GB (max reserved)\n"
+      "gbps,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GBps\n");
   const Validation v = validate_runs(read_csv(in));
-  ASSERT_EQ(v.rows.size(), 3u);
+  ASSERT_EQ(v.rows.size(), 6u);
+  EXPECT_TRUE(v.skipped.empty());
   EXPECT_DOUBLE_EQ(v.rows[0].reported_memory, 30e9);
   EXPECT_DOUBLE_EQ(v.rows[1].reported_memory, 30.0 * 1073741824);
   EXPECT_EQ(v.rows[2].reported_memory, 0);
+  EXPECT_TRUE(v.rows[2].unread.empty());
+  EXPECT_EQ(v.rows[3].reported_memory, 0);
+  EXPECT_TRUE(v.rows[3].compared);
+  ASSERT_EQ(v.rows[3].unread.size(), 1u);
+  EXPECT_NE(v.rows[3].unread[0].find("peak_mem '30'"), std::string::npos);
+  EXPECT_DOUBLE_EQ(v.rows[4].reported_memory, 30e9);
+  EXPECT_EQ(v.rows[5].reported_memory, 0);  // a unit must end where the word does
+  EXPECT_EQ(v.rows[5].unread.size(), 1u);
   const double predicted = v.rows[0].prediction.memory.total();
   EXPECT_GT(predicted, 0);
   EXPECT_NEAR(v.rows[0].memory_error, predicted / 30e9 - 1, 1e-12);
-  EXPECT_EQ(v.memory.rows, 2);
+  EXPECT_EQ(v.memory.rows, 3);
   EXPECT_NEAR(v.memory.max_abs_error, std::max(std::fabs(v.rows[0].memory_error), std::fabs(v.rows[1].memory_error)),
               1e-12);
-  ASSERT_EQ(v.skipped.size(), 1u);
-  EXPECT_NE(v.skipped[0].find("peak_mem: '30' is not OOM or a size"), std::string::npos);
   const nlohmann::json j = validation_json(v);
-  EXPECT_EQ(j["memory"]["rows"], 2);
+  EXPECT_EQ(j["memory"]["rows"], 3);
   EXPECT_TRUE(j["rows"][0].contains("memory_error"));
   EXPECT_FALSE(j["rows"][2].contains("memory_error"));
+  EXPECT_EQ(j["rows"][3]["unread"].size(), 1u);
+}
+
+// A published TFLOP/s's kind as tables print it: "hardware (with
+// recompute)" or "HFU" counts hardware FLOPs, "model" or "MFU" model FLOPs;
+// a field naming both or neither is refused.
+TEST(Validate, TflopsKindIsReadAsTablesPrintIt) {
+  std::istringstream in(
+      "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
+      "tflops_per_gpu,tflops_kind,flash_attn,zero_stage\n"
+      "hw,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,Hardware (with recompute),yes,0\n"
+      "hfu,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,HFU,yes,0\n"
+      "mfu,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,MFU basis,yes,0\n"
+      "both,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware or model,yes,0\n"
+      "neither,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,achieved,yes,0\n");
+  const Validation v = validate_runs(read_csv(in));
+  ASSERT_EQ(v.rows.size(), 3u);
+  EXPECT_EQ(v.rows[0].metric, "hardware_tflops_per_gpu");
+  EXPECT_EQ(v.rows[1].metric, "hardware_tflops_per_gpu");
+  EXPECT_EQ(v.rows[2].metric, "model_tflops_per_gpu");
+  // Recompute (full) puts the hardware figure above the model one.
+  EXPECT_GT(v.rows[0].predicted, v.rows[2].predicted);
+  ASSERT_EQ(v.skipped.size(), 2u);
+  EXPECT_NE(v.skipped[0].find("both"), std::string::npos);
+  EXPECT_NE(v.skipped[1].find("'achieved' is neither hardware nor model"), std::string::npos);
 }
 
 // The published runs with the fitted system files (in-sample: the files'

@@ -961,7 +961,7 @@ TEST(Validate, BlankTflopsKindFollowsTheProfile) {
   };
   const Validation v = validate_runs(table_of(
       header + line("mds", "", "megatron-deepspeed-2021") + line("mds-model", "model", "megatron-deepspeed-2021") +
-      line("core", "", "megatron-core-2024") + line("odd", "hfu", "megatron-deepspeed-2021")));
+      line("core", "", "megatron-core-2024") + line("odd", "achieved", "megatron-deepspeed-2021")));
   ASSERT_EQ(v.rows.size(), 3u);
   EXPECT_EQ(v.rows[0].metric, "hardware_tflops_per_gpu");
   EXPECT_TRUE(v.rows[0].tflops_kind_inferred);
@@ -972,7 +972,8 @@ TEST(Validate, BlankTflopsKindFollowsTheProfile) {
   // Full recompute: four passes a block counted against three.
   EXPECT_GT(v.rows[0].predicted, 1.2 * v.rows[1].predicted);
   ASSERT_EQ(v.skipped.size(), 1u);
-  EXPECT_NE(v.skipped[0].find("tflops_kind: 'hfu' is neither hardware nor model"), std::string::npos) << v.skipped[0];
+  EXPECT_NE(v.skipped[0].find("tflops_kind: 'achieved' is neither hardware nor model"), std::string::npos)
+      << v.skipped[0];
 }
 
 // Tables print activation checkpointing as yes or no: full or none.

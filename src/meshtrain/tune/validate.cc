@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <regex>
 #include <set>
@@ -517,8 +518,11 @@ bool hardware_tflops(const CsvTable& t, size_t r, RunRow& p) {
     p.tflops_kind_inferred = !p.profile.empty() && perf::framework_profile(p.profile).hardware_tflops;
     return p.tflops_kind_inferred;
   }
-  check(kind == "hardware" || kind == "model", "column tflops_kind: '{}' is neither hardware nor model", kind);
-  return kind == "hardware";
+  // As tables print it: "hardware (with recompute)", "model", "MFU".
+  const bool hardware = kind.find("hardware") != std::string::npos || kind.find("hfu") != std::string::npos;
+  const bool model = kind.find("model") != std::string::npos || kind.find("mfu") != std::string::npos;
+  check(hardware != model, "column tflops_kind: '{}' is neither hardware nor model", kind);
+  return hardware;
 }
 
 // The reported figure compared with the prediction, in order of preference.
@@ -540,31 +544,49 @@ void read_metric(const CsvTable& t, size_t r, RunRow& p) {
     }
 }
 
-// Column peak_mem: OOM, or a published peak such as "56 GB" or "82.4 GiB"
-// (GB and MB decimal, GiB and MiB binary, as written).
-void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
-  const std::string v = trim(t.field(r, "peak_mem"));
-  if (v.empty()) return;
-  if (ascii_lower(v) == "oom") {
-    p.expected_oom = true;
-    return;
-  }
-  static const std::pair<const char*, double> units[] = {
-      {"gib", 1073741824.0}, {"gb", 1e9}, {"mib", 1048576.0}, {"mb", 1e6}};
+// A size written with its unit at the start of `s` (lower case): "76 gb",
+// "~82.4 gib (max reserved)"; GB, MB and TB decimal, GiB, MiB and TiB
+// binary. Nullopt where the number or its unit is missing.
+std::optional<double> size_with_unit(const std::string& s) {
+  size_t at = s.find_first_not_of("~ ");
+  if (at == std::string::npos) return std::nullopt;
   size_t used = 0;
   double x = 0;
   try {
-    x = std::stod(v, &used);
+    x = std::stod(s.substr(at), &used);
   } catch (const std::exception&) {
-    used = 0;
+    return std::nullopt;
   }
-  const std::string unit = ascii_lower(trim(v.substr(used)));
-  for (const auto& [name, bytes] : units)
-    if (used > 0 && unit == name && std::isfinite(x) && x > 0) {
-      p.reported_memory = x * bytes;
-      return;
-    }
-  throw Error(fmt::format("column peak_mem: '{}' is not OOM or a size such as 56 GB or 82.4 GiB", v));
+  at = s.find_first_not_of(' ', at + used);
+  if (at == std::string::npos || !std::isfinite(x) || x <= 0) return std::nullopt;
+  static const std::pair<const char*, double> units[] = {
+      {"gib", 1073741824.0}, {"gb", 1e9}, {"mib", 1048576.0}, {"mb", 1e6}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+  for (const auto& [name, bytes] : units) {
+    const size_t end = at + std::strlen(name);
+    if (s.compare(at, std::strlen(name), name) == 0 && (end == s.size() || !std::isalnum(uint8_t(s[end]))))
+      return x * bytes;
+  }
+  return std::nullopt;
+}
+
+// Column peak_mem: OOM, or a published peak such as "56 GB" or "82.4 GiB",
+// read from the start of the field ("~76 GB (max reserved)" is 76 GB). A
+// field that gives no size with its unit (a bare "76") is left unread, not
+// guessed, and said in RunRow::unread: the row's throughput is still
+// compared, and whether it fits is still checked.
+void read_peak_memory(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string v = trim(t.field(r, "peak_mem"));
+  if (v.empty()) return;
+  const std::string low = ascii_lower(v);
+  if (low.rfind("oom", 0) == 0 || low.rfind("out of memory", 0) == 0) {
+    p.expected_oom = true;
+    return;
+  }
+  if (const auto bytes = size_with_unit(low)) {
+    p.reported_memory = *bytes;
+    return;
+  }
+  p.unread.push_back(fmt::format("peak_mem '{}' (not OOM or a size such as 56 GB or 82.4 GiB)", v));
 }
 
 // The system column, refined or, where blank or unknown, inferred from the
@@ -674,6 +696,7 @@ RowResult predict_run(const RunRow& row, const perf::SystemSpec& sys, perf::Perf
   res.hybrid_shard_inferred = row.hybrid_shard_inferred;
   res.flash_attention_named = row.flash_attention_named;
   res.inferred = row.inferred;
+  res.unread = row.unread;
   res.model = row.model.name;
   res.expected_oom = row.expected_oom;
   const auto hit = memo ? memo->find(row.key) : PlanMemo::iterator{};
@@ -801,6 +824,7 @@ nlohmann::json validation_json(const Validation& v) {
                      {"profile_inferred", r.profile_inferred},
                      {"flash_attention_named", r.flash_attention_named},
                      {"inferred", r.inferred},
+                     {"unread", r.unread},
                      {"system_inferred", !r.system_from.empty()},
                      {"system_from", r.system_from},
                      {"tflops_kind_inferred", r.tflops_kind_inferred},

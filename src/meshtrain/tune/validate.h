@@ -75,6 +75,9 @@ struct RunRow {
   double reported = 0;
   bool expected_oom = false;
   double reported_memory = 0;  // column peak_mem as a size, bytes; 0 when blank or OOM
+  // Fields left unread, not guessed, with why ("peak_mem '76' (...)"): the
+  // row is compared on what else it gives.
+  std::vector<std::string> unread;
   std::string key;          // every field the prediction reads
 };
 
@@ -96,6 +99,7 @@ struct RowResult {
   int hybrid_shard_inferred = 0;
   bool flash_attention_named = false;
   std::map<std::string, std::string> inferred;  // RunRow::inferred
+  std::vector<std::string> unread;              // RunRow::unread
   std::string model;                          // column model_name
   ParallelConfig config;                      // as predicted, blanks filled
   std::map<std::string, std::string> filled;  // planned knob -> chosen value
