@@ -572,14 +572,20 @@ TEST(Validate, AModelParallelSizeAloneBoundsThePlannedMesh) {
                    "tp,s,dgx-a100-80gb,Megatron-LM 2021,96,12288,96,2048,51200,384,8,,,96,1536,1,full,153,hardware\n"
                    "bad,s,dgx-a100-80gb,Megatron-LM 2021,96,12288,96,2048,51200,384,8,12,,48,1536,1,full,153,"
                    "hardware\n"));
-  ASSERT_EQ(v.rows.size(), 3u);
+  ASSERT_EQ(v.rows.size(), 4u);
   EXPECT_EQ(v.rows[0].config.tp * v.rows[0].config.pp, 96);
   EXPECT_EQ(v.rows[0].config.dp, 4);
   EXPECT_EQ(v.rows[1].config.dp, 4);
   EXPECT_EQ(v.rows[2].config.tp, 8);
   EXPECT_EQ(v.rows[2].config.pp, 12);
-  ASSERT_EQ(v.skipped.size(), 1u);
-  EXPECT_NE(v.skipped[0].find("model_parallel 48 is not tp 8 x pp 12"), std::string::npos) << v.skipped[0];
+  EXPECT_TRUE(v.rows[2].unread.empty());
+  // Given tp and pp are the mesh; a model_parallel that disagrees is said.
+  EXPECT_EQ(v.rows[3].config.tp, 8);
+  EXPECT_EQ(v.rows[3].config.pp, 12);
+  EXPECT_TRUE(v.rows[3].compared);
+  ASSERT_EQ(v.rows[3].unread.size(), 1u);
+  EXPECT_NE(v.rows[3].unread[0].find("model_parallel 48 (not tp 8 x pp 12"), std::string::npos);
+  EXPECT_TRUE(v.skipped.empty());
 }
 
 // DeepSpeed's first ZeRO-3 named without Megatron: the 2021 profile, priced

@@ -358,8 +358,11 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   if (dp && !s.tp.empty() && !s.pp.empty())
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
-  if (mp && !s.tp.empty() && !s.pp.empty())
-    check(*mp == f.tp * f.pp, "model_parallel {} is not tp {} x pp {}", *mp, f.tp, f.pp);
+  // Where tp and pp are given they are the mesh; a model_parallel that is
+  // not their product (a table's "model-parallel size" meaning TP alone) is
+  // left unread and said, not a reason to drop the run.
+  if (mp && !s.tp.empty() && !s.pp.empty() && *mp != f.tp * f.pp)
+    p.unread.push_back(fmt::format("model_parallel {} (not tp {} x pp {}: tp and pp taken)", *mp, f.tp, f.pp));
   // A mesh published as its data-parallel or model-parallel size (TP x PP,
   // Megatron's) alone, as Narayanan et al.'s Table 2 prints "model-parallel
   // size 96": the blank TP and PP are planned over the splits of the rest.
