@@ -209,20 +209,33 @@ TEST(Validate, MalformedRowsAreReportedAndSkipped) {
   EXPECT_NE(v.skipped[1].find("bad-dp"), std::string::npos);
 }
 
+// Frontier's 22B layout of Dash et al. as one CSV row per (id, value of the
+// last column), under a header that ends with that column.
+std::string frontier_22b_rows(const std::string& last_column,
+                              const std::vector<std::pair<std::string, std::string>>& rows,
+                              const std::string& kind = "hardware") {
+  std::string csv =
+      "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
+      "tflops_per_gpu,flash_attn,zero_stage,tflops_kind";
+  csv += last_column == "tflops_kind" ? "\n" : "," + last_column + "\n";
+  for (const auto& [id, value] : rows) {
+    csv += id + ",frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,yes,0,";
+    csv += last_column == "tflops_kind" ? value + "\n" : kind + "," + value + "\n";
+  }
+  return csv;
+}
+
 // A published peak (column peak_mem) is read with its unit, from the start
 // of the field, and compared with the predicted peak of the most loaded
 // rank. A size without a unit is left unread, not guessed: the row is still
 // compared on its throughput.
 TEST(Validate, PublishedPeakMemoryIsComparedWithThePrediction) {
-  std::istringstream in(
-      "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
-      "tflops_per_gpu,tflops_kind,flash_attn,zero_stage,peak_mem\n"
-      "gb,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GB\n"
-      "gib,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GiB\n"
-      "none,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,\n"
-      "bare,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30\n"
-      "noted,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,~30GB (max reserved)\n"
-      "gbps,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware,yes,0,30 GBps\n");
+  std::istringstream in(frontier_22b_rows("peak_mem", {{"gb", "30 GB"},
+                                                       {"gib", "30 GiB"},
+                                                       {"none", ""},
+                                                       {"bare", "30"},
+                                                       {"noted", "~30GB (max reserved)"},
+                                                       {"gbps", "30 GBps"}}));
   const Validation v = validate_runs(read_csv(in));
   ASSERT_EQ(v.rows.size(), 6u);
   EXPECT_TRUE(v.skipped.empty());
@@ -254,14 +267,11 @@ TEST(Validate, PublishedPeakMemoryIsComparedWithThePrediction) {
 // recompute)" or "HFU" counts hardware FLOPs, "model" or "MFU" model FLOPs;
 // a field naming both or neither is refused.
 TEST(Validate, TflopsKindIsReadAsTablesPrintIt) {
-  std::istringstream in(
-      "id,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,global_batch,micro_batch,recompute,"
-      "tflops_per_gpu,tflops_kind,flash_attn,zero_stage\n"
-      "hw,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,Hardware (with recompute),yes,0\n"
-      "hfu,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,HFU,yes,0\n"
-      "mfu,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,MFU basis,yes,0\n"
-      "both,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,hardware or model,yes,0\n"
-      "neither,frontier,48,6144,48,2048,50688,16,1,8,2,640,1,full,73.5,achieved,yes,0\n");
+  std::istringstream in(frontier_22b_rows("tflops_kind", {{"hw", "Hardware (with recompute)"},
+                                                          {"hfu", "HFU"},
+                                                          {"mfu", "MFU basis"},
+                                                          {"both", "hardware or model"},
+                                                          {"neither", "achieved"}}));
   const Validation v = validate_runs(read_csv(in));
   ASSERT_EQ(v.rows.size(), 3u);
   EXPECT_EQ(v.rows[0].metric, "hardware_tflops_per_gpu");
