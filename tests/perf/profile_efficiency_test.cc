@@ -58,7 +58,7 @@ TEST(SystemSpec, ProfileEfficiencyReplacesThePooledDataForThatProfileOnly) {
 // The efficiencies are the device's and its kernels' (docs/PERFORMANCE-
 // MODEL.md, "Fitting the efficiency data"): every file of one efficiency
 // group carries the group's fitted point, interval and per-profile entries,
-// also a node type no published row names (the H200), so that none keeps a
+// also a node type no published row names (the H200, the H800), so that none keeps a
 // hand-set point the fit has moved away from.
 TEST(SystemSpec, EveryFileOfAnEfficiencyGroupCarriesTheGroupsFittedPoint) {
   std::map<std::string, std::vector<perf::SystemSpec>> groups;
@@ -67,7 +67,7 @@ TEST(SystemSpec, EveryFileOfAnEfficiencyGroupCarriesTheGroupsFittedPoint) {
     if (!s.efficiency_group.empty()) groups[s.efficiency_group].push_back(s);
   }
   ASSERT_GE(groups.size(), 2u);
-  EXPECT_EQ(groups["gh100-sxm5"].size(), 4u);  // DGX H100, IBM's H100, Grand Teton's, the H200 node
+  EXPECT_EQ(groups["gh100-sxm5"].size(), 5u);  // DGX H100, IBM's H100, Grand Teton's, the H200 and H800 nodes
   for (const auto& [group, files] : groups) {
     const perf::SystemSpec& a = files.front();
     for (const perf::SystemSpec& b : files) {

@@ -775,8 +775,9 @@ TEST(Validate, EveryNamedProfileOfThePublicSetIsInferredFromItsText) {
 }
 
 // A row whose system column is blank, or names no system file, takes the
-// system its gpu column describes and says so; a row naming neither is
-// skipped with one line.
+// system its gpu column describes and says so (the A800 and H800 their own
+// files: the A100's and H100's silicon with NVLink capped at 400 GB/s
+// bidirectional); a row naming neither is skipped with one line.
 TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
   EXPECT_EQ(perf::infer_system("MI250X GCD (Frontier)"), "frontier");
   EXPECT_EQ(perf::infer_system("A100 80GB (Selene DGX A100)"), "dgx-a100-80gb");
@@ -786,6 +787,13 @@ TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
   EXPECT_EQ(perf::infer_system("selene"), "dgx-a100-80gb");
   EXPECT_EQ(perf::infer_system("LUMI-G"), "frontier");
   EXPECT_EQ(perf::infer_system("NVIDIA Eos"), "dgx-h100");
+  // The export variants: their own NVLink, the same compute.
+  EXPECT_EQ(perf::infer_system("A800"), "dgx-a800-80gb");
+  EXPECT_EQ(perf::infer_system("NVIDIA H800 SXM5 80GB"), "hgx-h800");
+  EXPECT_LT(perf::load_system_spec("hgx-h800").links[0].bandwidth_gbs,
+            perf::load_system_spec("dgx-h100").links[0].bandwidth_gbs);
+  EXPECT_EQ(perf::load_system_spec("hgx-h800").compute.peak_tflops_bf16,
+            perf::load_system_spec("dgx-h100").compute.peak_tflops_bf16);
   EXPECT_EQ(perf::infer_system("geosciences cluster"), "");
   EXPECT_EQ(perf::infer_system("TPU v4"), "");
   const std::string header =

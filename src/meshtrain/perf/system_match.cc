@@ -228,8 +228,12 @@ std::string infer_system(const std::string& device_text) {
   if (has("mi250") || has_word(t, "frontier") || has_word(t, "lumi")) return "frontier";
   if (has("mi300")) return "mi300x-node";
   if (has("h200")) return "h200-node";
+  // The export variants: the H100's and A100's silicon with NVLink capped
+  // at 400 GB/s bidirectional.
+  if (has("h800")) return "hgx-h800";
   if (has("h100") || has_word(t, "eos")) return has("96gb") || has("96 gb") ? "grandteton-h100-96gb-500w" : "dgx-h100";
   if (has("jean zay") || has("jeanzay")) return "jeanzay-a100-80gb";
+  if (has("a800")) return "dgx-a800-80gb";
   if (has("a100") || has("ampere") || has_word(t, "selene")) return gb40 ? "dgx-a100-40gb" : "dgx-a100-80gb";
   return "";
 }
