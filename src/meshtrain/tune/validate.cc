@@ -229,6 +229,9 @@ void read_model(const CsvTable& t, size_t r, ModelConfig& m, RunRow& p) {
   m.validate();
 }
 
+// Whether the row publishes its mesh: tp and pp both given (cp, blank, is 1).
+bool mesh_published(const SearchSpace& s) { return !s.tp.empty() && !s.pp.empty(); }
+
 // Column global_batch; where blank, the sequences of a step as the row
 // gives them otherwise: tokens a second x seconds a step / sequence length,
 // else micro-batch x accumulation x DP where the mesh is published (tp and
@@ -251,7 +254,7 @@ void read_global_batch(const CsvTable& t, size_t r, RunRow& p) {
     return;
   }
   const ParallelConfig& f = p.fallback;
-  const bool mesh = !p.space.tp.empty() && !p.space.pp.empty();
+  const bool mesh = mesh_published(p.space);
   const auto mb = count(t, r, "micro_batch");
   auto ga = count(t, r, "grad_accum");
   if (!ga && mesh && f.pp == 1) ga = 1;
@@ -346,8 +349,8 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   read_knob(count(t, r, "vpp"), "vpp", s.vpp, f.vpp, 1, p);
   read_knob(count(t, r, "zero_stage", 0), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
-  check(p.num_gpus % (f.tp * f.pp) == 0 || s.tp.empty() || s.pp.empty(), "tp {} x pp {} does not divide num_gpus {}",
-        f.tp, f.pp, p.num_gpus);
+  check(p.num_gpus % (f.tp * f.pp) == 0 || !mesh_published(s), "tp {} x pp {} does not divide num_gpus {}", f.tp, f.pp,
+        p.num_gpus);
   // A blank cp is no context parallelism: tables that use it say so.
   f.cp = count(t, r, "cp").value_or(1);
   s.cp = {f.cp};
@@ -355,18 +358,18 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
         f.cp, f.pp, p.num_gpus);
   f.dp = std::max(1, p.num_gpus / (f.tp * f.cp * f.pp));
   const std::optional<int> dp = count(t, r, "dp"), mp = count(t, r, "model_parallel");
-  if (dp && !s.tp.empty() && !s.pp.empty())
+  if (dp && mesh_published(s))
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
   // Where tp and pp are given they are the mesh; a model_parallel that is
   // not their product (a table's "model-parallel size" meaning TP alone) is
   // left unread and said, not a reason to drop the run.
-  if (mp && !s.tp.empty() && !s.pp.empty() && *mp != f.tp * f.pp)
+  if (mp && mesh_published(s) && *mp != f.tp * f.pp)
     p.unread.push_back(fmt::format("model_parallel {} (not tp {} x pp {}: tp and pp taken)", *mp, f.tp, f.pp));
   // A mesh published as its data-parallel or model-parallel size (TP x PP,
   // Megatron's) alone, as Narayanan et al.'s Table 2 prints "model-parallel
   // size 96": the blank TP and PP are planned over the splits of the rest.
-  if (s.tp.empty() || s.pp.empty()) {
+  if (!mesh_published(s)) {
     if (mp)
       check(p.num_gpus % (*mp * f.cp) == 0, "model_parallel {} x cp {} does not divide num_gpus {}", *mp, f.cp,
             p.num_gpus);
@@ -394,7 +397,7 @@ void read_micro_batch(const CsvTable& t, size_t r, RunRow& p) {
   if (auto mb = count(t, r, "micro_batch")) {
     s.micro_batch_size = {*mb};
     f.micro_batch_size = *mb;
-  } else if (auto ga = count(t, r, "grad_accum"); ga && !s.tp.empty() && !s.pp.empty()) {
+  } else if (auto ga = count(t, r, "grad_accum"); ga && mesh_published(s)) {
     f.micro_batch_size = std::max(1, p.global_batch / (f.dp * *ga));
     s.micro_batch_size = {f.micro_batch_size};
   } else {
