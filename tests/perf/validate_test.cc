@@ -358,6 +358,30 @@ TEST(Validate, ContextParallelRowsArePricedWithTheirCp) {
   EXPECT_NE(v.skipped[0].find("tp 2 x cp 3 x pp 1 does not divide num_gpus 16"), std::string::npos) << v.skipped[0];
 }
 
+// A blank cp beside a published dp that leaves a factor over (tables that
+// print DP without the CP sharing its ranks) is that factor, said as
+// inferred; a dp that leaves nothing over keeps cp 1, and one that does not
+// divide is still refused.
+TEST(Validate, ABlankCpIsWhatAPublishedDpLeavesOver) {
+  const Validation v = validate_runs(table_of(
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,cp,dp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile\n"
+      "left,s,dgx-h100,32,4096,32,32768,50304,16,2,1,,4,1,8,1,full,yes,yes,300,model,megatron-core-2024\n"
+      "given,s,dgx-h100,32,4096,32,32768,50304,16,2,1,2,4,1,8,1,full,yes,yes,300,model,megatron-core-2024\n"
+      "none,s,dgx-h100,32,4096,32,8192,50304,16,2,1,,8,1,32,1,full,yes,yes,300,model,megatron-core-2024\n"
+      "odd,s,dgx-h100,32,4096,32,8192,50304,16,2,1,,3,1,32,1,full,yes,yes,300,model,megatron-core-2024\n"));
+  ASSERT_EQ(v.rows.size(), 3u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[0].config.cp, 2);
+  EXPECT_EQ(v.rows[0].config.dp, 4);
+  EXPECT_EQ(v.rows[0].inferred.at("cp"), "2 (num_gpus / (dp x tp x pp))");
+  EXPECT_DOUBLE_EQ(v.rows[0].prediction.tokens_per_s, v.rows[1].prediction.tokens_per_s);
+  EXPECT_EQ(v.rows[1].inferred.count("cp"), 0u);
+  EXPECT_EQ(v.rows[2].config.cp, 1);
+  EXPECT_EQ(v.rows[2].inferred.count("cp"), 0u);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("dp 3 x tp 2 x cp 1 x pp 1 is not num_gpus 16"), std::string::npos) << v.skipped[0];
+}
+
 // dp_shard: DP ranks per ZeRO shard group (hybrid sharding); blank is the
 // whole group, and two rows that differ only in it are priced apart.
 TEST(Validate, HybridShardRowsArePricedWithTheirGroup) {

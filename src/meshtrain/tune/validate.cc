@@ -351,13 +351,23 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || !mesh_published(s), "tp {} x pp {} does not divide num_gpus {}", f.tp, f.pp,
         p.num_gpus);
-  // A blank cp is no context parallelism: tables that use it say so.
-  f.cp = count(t, r, "cp").value_or(1);
+  // A blank cp is no context parallelism, except where tp, pp and dp are all
+  // published and leave a whole factor of num_gpus over: tables printed
+  // before the column existed give DP without the CP that shares its ranks
+  // (the Llama 3 paper's Table 4 prints CP apart; a row copied without it
+  // would otherwise be refused).
+  const std::optional<int> cp = count(t, r, "cp"), given_dp = count(t, r, "dp");
+  f.cp = cp.value_or(1);
+  if (!cp && given_dp && mesh_published(s) && p.num_gpus % (int64_t(*given_dp) * f.tp * f.pp) == 0 &&
+      p.num_gpus / (int64_t(*given_dp) * f.tp * f.pp) > 1) {
+    f.cp = int(p.num_gpus / (int64_t(*given_dp) * f.tp * f.pp));
+    p.inferred["cp"] = fmt::format("{} (num_gpus / (dp x tp x pp))", f.cp);
+  }
   s.cp = {f.cp};
   check(f.cp >= 1 && p.num_gpus % (f.tp * f.cp * f.pp) == 0, "tp {} x cp {} x pp {} does not divide num_gpus {}", f.tp,
         f.cp, f.pp, p.num_gpus);
   f.dp = std::max(1, p.num_gpus / (f.tp * f.cp * f.pp));
-  const std::optional<int> dp = count(t, r, "dp"), mp = count(t, r, "model_parallel");
+  const std::optional<int> dp = given_dp, mp = count(t, r, "model_parallel");
   if (dp && mesh_published(s))
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
