@@ -358,6 +358,30 @@ TEST(Validate, ContextParallelRowsArePricedWithTheirCp) {
   EXPECT_NE(v.skipped[0].find("tp 2 x cp 3 x pp 1 does not divide num_gpus 16"), std::string::npos) << v.skipped[0];
 }
 
+// One of tp and pp blank where model_parallel or dp fixes it is that value,
+// said as inferred, and priced as the row with both given; where nothing
+// fixes it, the plan fills it.
+TEST(Validate, ABlankTpOrPpFixedByTheOtherColumnsIsRead) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,model_parallel,zero_stage,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile\n";
+  auto line = [](const std::string& id, const std::string& mesh) {
+    return id + ",s,dgx-a100-80gb,48,8192,64,2048,51200,64," + mesh +
+           ",1,512,1,full,yes,no,150,model,megatron-lm-2022\n";
+  };
+  const Validation v = validate_runs(table_of(header + line("both", "4,4,4,") + line("tp-by-dp", ",4,4,") +
+                                              line("pp-by-mp", "4,,,16") + line("open", ",4,,")));
+  ASSERT_EQ(v.rows.size(), 4u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  EXPECT_EQ(v.rows[1].config.tp, 4);
+  EXPECT_EQ(v.rows[1].inferred.at("tp"), "4 (num_gpus / (dp x cp x pp))");
+  EXPECT_EQ(v.rows[1].filled.count("tp"), 0u);
+  EXPECT_EQ(v.rows[2].config.pp, 4);
+  EXPECT_EQ(v.rows[2].inferred.at("pp"), "4 (model_parallel / tp)");
+  for (int i : {1, 2}) EXPECT_DOUBLE_EQ(v.rows[i].prediction.tokens_per_s, v.rows[0].prediction.tokens_per_s);
+  EXPECT_EQ(v.rows[3].inferred.count("tp"), 0u);
+  EXPECT_EQ(v.rows[3].filled.count("tp"), 1u);
+}
+
 // A blank cp beside a published dp that leaves a factor over (tables that
 // print DP without the CP sharing its ranks) is that factor, said as
 // inferred; a dp that leaves nothing over keeps cp 1, and one that does not

@@ -341,11 +341,41 @@ std::vector<int> read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
 }
 
 // Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
+// One of tp and pp blank where the columns fix it: the model-parallel size
+// (TP x PP) over the other, else num_gpus over dp x cp and the other. Said
+// as inferred; a quotient that is not whole leaves the knob to the plan.
+void complete_mesh(const CsvTable& t, size_t r, RunRow& p) {
+  SearchSpace& s = p.space;
+  if (s.tp.empty() == s.pp.empty()) return;
+  const bool tp_blank = s.tp.empty();
+  const int other = tp_blank ? s.pp.front() : s.tp.front();
+  const std::optional<int> mp = count(t, r, "model_parallel"), dp = count(t, r, "dp");
+  const int cp = count(t, r, "cp").value_or(1);
+  int64_t whole = 0;
+  std::string from;
+  if (mp) {
+    whole = *mp;
+    from = fmt::format("model_parallel / {}", tp_blank ? "pp" : "tp");
+  } else if (dp) {
+    whole = p.num_gpus / (int64_t(*dp) * cp);
+    if (whole * *dp * cp != p.num_gpus) return;
+    from = fmt::format("num_gpus / (dp x cp x {})", tp_blank ? "pp" : "tp");
+  }
+  if (whole < other || whole % other != 0) return;
+  const int x = int(whole / other);
+  (tp_blank ? s.tp : s.pp) = {x};
+  (tp_blank ? p.fallback.tp : p.fallback.pp) = x;
+  const char* col = tp_blank ? "tp" : "pp";
+  p.blanks.erase(std::remove(p.blanks.begin(), p.blanks.end(), std::string(col)), p.blanks.end());
+  p.inferred[col] = fmt::format("{} ({})", x, from);
+}
+
 void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
   read_knob(count(t, r, "tp"), "tp", s.tp, f.tp, 1, p);
   read_knob(count(t, r, "pp"), "pp", s.pp, f.pp, 1, p);
+  complete_mesh(t, r, p);
   read_knob(count(t, r, "vpp"), "vpp", s.vpp, f.vpp, 1, p);
   read_knob(count(t, r, "zero_stage", 0), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
