@@ -358,6 +358,34 @@ TEST(Validate, ContextParallelRowsArePricedWithTheirCp) {
   EXPECT_NE(v.skipped[0].find("tp 2 x cp 3 x pp 1 does not divide num_gpus 16"), std::string::npos) << v.skipped[0];
 }
 
+// Precision as tables print it: any 16-bit spelling is bf16 GEMMs, fp32 is
+// fp32, text naming no width is read as a blank and said; FP8 and TF32,
+// which the model does not price, refuse the row instead of passing as
+// 16-bit.
+TEST(Validate, PrecisionIsReadAsTablesPrintItAndFp8IsRefused) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile,precision\n";
+  auto line = [](const std::string& id, const std::string& precision) {
+    return id + ",s,dgx-h100,32,4096,32,4096,50304,16,2,1,1,32,1,full,yes,yes,300,model,megatron-core-2024," +
+           precision + "\n";
+  };
+  const Validation v =
+      validate_runs(table_of(header + line("bf16", "bf16") + line("amp", "\"AMP (bfloat16)\"") +
+                             line("fp16", "fp16 mixed") + line("fp32", "FP32") + line("o2", "O2") +
+                             line("fp8", "\"bf16, FP8 GEMMs (Transformer Engine)\"") + line("tf32", "TF32")));
+  ASSERT_EQ(v.rows.size(), 5u);
+  for (int i : {1, 2, 4}) EXPECT_DOUBLE_EQ(v.rows[i].prediction.tokens_per_s, v.rows[0].prediction.tokens_per_s);
+  EXPECT_FALSE(v.rows[3].config.bf16);
+  EXPECT_LT(v.rows[3].prediction.tokens_per_s, 0.5 * v.rows[0].prediction.tokens_per_s);
+  EXPECT_TRUE(v.rows[0].unread.empty());
+  ASSERT_EQ(v.rows[4].unread.size(), 1u);
+  EXPECT_NE(v.rows[4].unread[0].find("precision 'O2'"), std::string::npos);
+  ASSERT_EQ(v.skipped.size(), 2u);
+  EXPECT_NE(v.skipped[0].find("names FP8 GEMMs"), std::string::npos) << v.skipped[0];
+  EXPECT_NE(v.skipped[1].find("names TF32 GEMMs"), std::string::npos) << v.skipped[1];
+}
+
 // One of tp and pp blank where model_parallel or dp fixes it is that value,
 // said as inferred, and priced as the row with both given; where nothing
 // fixes it, the plan fills it.

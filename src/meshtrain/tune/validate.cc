@@ -488,6 +488,24 @@ std::optional<bool> read_flash_attention(const CsvTable& t, size_t r, RunRow& p)
   return true;
 }
 
+// Column precision: whether the GEMMs ran in 16 bits (bf16 or fp16, mixed
+// precision as tables print it) or in fp32. FP8 and TF32 GEMMs are refused:
+// the model prices neither, and reading either as 16-bit would be a silent
+// error of tens of percent. Text naming neither width is read as a blank is
+// (16-bit) and said as unread.
+bool read_precision(const CsvTable& t, size_t r, RunRow& p) {
+  const std::string text = trim(t.field(r, "precision")), v = ascii_lower(text);
+  auto has = [&](const char* w) { return v.find(w) != std::string::npos; };
+  check(!has("fp8") && !has("float8") && !has("e4m3") && !has("e5m2"),
+        "column precision: '{}' names FP8 GEMMs, which the model does not price (bf16, fp16 and fp32 it does)", text);
+  const bool sixteen = has("16") || has("half") || has("amp") || has("mixed");
+  check(sixteen || !has("tf32"), "column precision: '{}' names TF32 GEMMs, which the model does not price", text);
+  if (sixteen || v.empty()) return true;
+  if (has("fp32") || has("float32") || has("single")) return false;
+  p.unread.push_back(fmt::format("precision '{}' (names no width: 16-bit, as a blank)", text));
+  return true;
+}
+
 void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -500,8 +518,7 @@ void read_knobs(const CsvTable& t, size_t r, RunRow& p) {
             f.sequence_parallel, p);
   read_knob(read_flash_attention(t, r, p), "flash_attn", s.flash_attention, f.flash_attention, f.flash_attention, p);
   read_stage_split(t, r, p);
-  const std::string prec = ascii_lower(trim(t.field(r, "precision")));
-  s.bf16 = prec.find("fp32") == std::string::npos || prec.find("16") != std::string::npos;
+  s.bf16 = read_precision(t, r, p);
   f.bf16 = s.bf16;
   f.schedule = f.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
 }
