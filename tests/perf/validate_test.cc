@@ -358,6 +358,38 @@ TEST(Validate, ContextParallelRowsArePricedWithTheirCp) {
   EXPECT_NE(v.skipped[0].find("tp 2 x cp 3 x pp 1 does not divide num_gpus 16"), std::string::npos) << v.skipped[0];
 }
 
+// A value followed by the note tables append in parentheses is read as the
+// value; ZeRO stages are read as tables name them. A note alone, or a
+// number run into a unit, is still refused.
+TEST(Validate, AFieldIsReadByItsValueAndNotItsNote) {
+  const std::string header =
+      "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
+      "recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile\n";
+  auto line = [](const std::string& id, const std::string& gpus, const std::string& zero, const std::string& gbs,
+                 const std::string& recompute, const std::string& sp) {
+    return id + ",s,dgx-h100,32,4096,32,4096,50304," + gpus + ",2,1," + zero + "," + gbs + ",1," + recompute + "," +
+           sp + ",yes,300,model,megatron-core-2024\n";
+  };
+  const Validation v = validate_runs(
+      table_of(header + line("plain", "16", "1", "32", "selective", "yes") +
+               line("noted", "\"16 (2 nodes)\"", "ZeRO-1", "~32", "selective (attention only)", "yes (with TP)") +
+               line("stage", "16", "ZeRO stage 1", "32 (sequences)", "selective", "Y") +
+               line("unit", "16", "1", "32seq", "selective", "yes") +
+               line("note-only", "16", "(distributed optimizer)", "32", "selective", "yes") +
+               line("zero4", "16", "ZeRO-4", "32", "selective", "yes")));
+  ASSERT_EQ(v.rows.size(), 3u);
+  for (int i : {1, 2}) {
+    EXPECT_EQ(v.rows[i].config.zero_stage, 1);
+    EXPECT_EQ(v.rows[i].config.recompute, Recompute::selective);
+    EXPECT_TRUE(v.rows[i].config.sequence_parallel);
+    EXPECT_DOUBLE_EQ(v.rows[i].prediction.tokens_per_s, v.rows[0].prediction.tokens_per_s);
+  }
+  ASSERT_EQ(v.skipped.size(), 3u);
+  EXPECT_NE(v.skipped[0].find("'32seq' is not a number"), std::string::npos) << v.skipped[0];
+  EXPECT_NE(v.skipped[1].find("'(distributed optimizer)' is not 0, 1, 2 or 3"), std::string::npos) << v.skipped[1];
+  EXPECT_NE(v.skipped[2].find("'ZeRO-4' is not 0, 1, 2 or 3"), std::string::npos) << v.skipped[2];
+}
+
 // Precision as tables print it: any 16-bit spelling is bf16 GEMMs, fp32 is
 // fp32, text naming no width is read as a blank and said; FP8 and TF32,
 // which the model does not price, refuse the row instead of passing as

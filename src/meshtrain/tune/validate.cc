@@ -50,11 +50,23 @@ std::string without_thousands(const std::string& v) {
   return digits + v.substr(end);
 }
 
+// A field without the note in parentheses or brackets that tables append
+// to a value ("2048 (sequences)", "yes (with TP)"); the whole field where
+// the value would be empty.
+std::string without_note(const std::string& v) {
+  const size_t at = v.find_first_of("([");
+  if (at == std::string::npos || at == 0) return v;
+  return trim(v.substr(0, at));
+}
+
 // A numeric field: nullopt when blank; throws Error when not a number.
-// Thousands separators are read ("851,600"), and a percentage column may
-// carry its sign ("47.8%").
+// Thousands separators are read ("851,600"), a note in parentheses after
+// the number ("128 (16 nodes)") and an approximation sign before it ("~150")
+// are dropped, and a percentage column may carry its sign ("47.8%").
 std::optional<double> number(const CsvTable& t, size_t r, const std::string& col) {
-  std::string v = without_thousands(trim(t.field(r, col)));
+  std::string v = without_note(trim(t.field(r, col)));
+  if (v.size() > 1 && v[0] == '~') v = trim(v.substr(1));
+  v = without_thousands(v);
   if (v.size() > 1 && v.back() == '%' && col.size() > 4 && col.compare(col.size() - 4, 4, "_pct") == 0) v.pop_back();
   if (v.empty()) return std::nullopt;
   try {
@@ -83,10 +95,10 @@ int required_count(const CsvTable& t, size_t r, const std::string& col) {
 }
 
 std::optional<bool> yes_no(const CsvTable& t, size_t r, const std::string& col) {
-  const std::string v = ascii_lower(trim(t.field(r, col)));
+  const std::string v = ascii_lower(without_note(trim(t.field(r, col))));
   if (v.empty()) return std::nullopt;
-  if (v == "yes" || v == "true" || v == "1" || v == "on") return true;
-  if (v == "no" || v == "false" || v == "0" || v == "off") return false;
+  if (v == "yes" || v == "y" || v == "true" || v == "1" || v == "on") return true;
+  if (v == "no" || v == "n" || v == "false" || v == "0" || v == "off") return false;
   throw Error(fmt::format("column {}: '{}' is not yes or no", col, v));
 }
 
@@ -341,6 +353,18 @@ std::vector<int> read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
 }
 
 // Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
+// Column zero_stage as a number or as tables name the stage ("ZeRO-1",
+// "ZeRO stage 3", "stage 2"); nullopt when blank.
+std::optional<int> read_zero_stage(const CsvTable& t, size_t r) {
+  std::string v = ascii_lower(without_note(trim(t.field(r, "zero_stage"))));
+  if (v.empty()) return std::nullopt;
+  for (const char* prefix : {"zero", "-", "_", " ", "stage"})
+    if (v.rfind(prefix, 0) == 0) v = trim(v.substr(std::string(prefix).size()));
+  check(v.size() == 1 && v[0] >= '0' && v[0] <= '3', "column zero_stage: '{}' is not 0, 1, 2 or 3",
+        trim(t.field(r, "zero_stage")));
+  return v[0] - '0';
+}
+
 // One of tp and pp blank where the columns fix it: the model-parallel size
 // (TP x PP) over the other, else num_gpus over dp x cp and the other. Said
 // as inferred; a quotient that is not whole leaves the knob to the plan.
@@ -377,7 +401,7 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   read_knob(count(t, r, "pp"), "pp", s.pp, f.pp, 1, p);
   complete_mesh(t, r, p);
   read_knob(count(t, r, "vpp"), "vpp", s.vpp, f.vpp, 1, p);
-  read_knob(count(t, r, "zero_stage", 0), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
+  read_knob(read_zero_stage(t, r), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || !mesh_published(s), "tp {} x pp {} does not divide num_gpus {}", f.tp, f.pp,
         p.num_gpus);
@@ -451,7 +475,7 @@ void read_micro_batch(const CsvTable& t, size_t r, RunRow& p) {
 void read_recompute(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
-  const std::string rc = ascii_lower(trim(t.field(r, "recompute")));
+  const std::string rc = ascii_lower(without_note(trim(t.field(r, "recompute"))));
   if (rc.empty()) {
     p.blanks.push_back("recompute");
     f.recompute = Recompute::full;
