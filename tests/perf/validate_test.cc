@@ -904,6 +904,11 @@ TEST(Validate, BlankOrUnknownSystemIsInferredFromTheGpu) {
             perf::load_system_spec("dgx-h100").compute.peak_tflops_bf16);
   EXPECT_EQ(perf::infer_system("geosciences cluster"), "");
   EXPECT_EQ(perf::infer_system("TPU v4"), "");
+  // PCIe cards have no file: the SXM node's would overstate peak and links.
+  EXPECT_EQ(perf::infer_system("H100 PCIe 80GB"), "");
+  EXPECT_EQ(perf::infer_system("H100 NVL"), "");
+  EXPECT_EQ(perf::infer_system("A100-PCIE-40GB"), "");
+  EXPECT_EQ(perf::infer_system("H100 SXM5 (not the PCIe card)"), "dgx-h100");
   const std::string header =
       "id,source,system,gpu,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,dp,zero_stage,global_batch,"
       "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind\n";

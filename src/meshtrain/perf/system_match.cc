@@ -225,6 +225,10 @@ std::string infer_system(const std::string& device_text) {
   const std::string t = ascii_lower(device_text);
   auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
   const bool gb40 = has("40gb") || has("40 gb");
+  // PCIe cards (and the H100 NVL, two PCIe cards bridged) run at lower
+  // clocks and power, without NVSwitch: no system file describes them, and
+  // the SXM node's would overstate both peak and links.
+  if ((has("pcie") || has_word(t, "nvl")) && !has("sxm")) return "";
   if (has("mi250") || has_word(t, "frontier") || has_word(t, "lumi")) return "frontier";
   if (has("mi300")) return "mi300x-node";
   if (has("h200")) return "h200-node";
