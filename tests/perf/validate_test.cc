@@ -393,7 +393,7 @@ TEST(Validate, AFieldIsReadByItsValueAndNotItsNote) {
 // Precision as tables print it: any 16-bit spelling is bf16 GEMMs, fp32 is
 // fp32, text naming no width is read as a blank and said; FP8 and TF32,
 // which the model does not price, refuse the row instead of passing as
-// 16-bit.
+// 16-bit (FP8 named as not run does not).
 TEST(Validate, PrecisionIsReadAsTablesPrintItAndFp8IsRefused) {
   const std::string header =
       "id,source,system,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,micro_batch,"
@@ -402,12 +402,12 @@ TEST(Validate, PrecisionIsReadAsTablesPrintItAndFp8IsRefused) {
     return id + ",s,dgx-h100,32,4096,32,4096,50304,16,2,1,1,32,1,full,yes,yes,300,model,megatron-core-2024," +
            precision + "\n";
   };
-  const Validation v =
-      validate_runs(table_of(header + line("bf16", "bf16") + line("amp", "\"AMP (bfloat16)\"") +
-                             line("fp16", "fp16 mixed") + line("fp32", "FP32") + line("o2", "O2") +
-                             line("fp8", "\"bf16, FP8 GEMMs (Transformer Engine)\"") + line("tf32", "TF32")));
-  ASSERT_EQ(v.rows.size(), 5u);
-  for (int i : {1, 2, 4}) EXPECT_DOUBLE_EQ(v.rows[i].prediction.tokens_per_s, v.rows[0].prediction.tokens_per_s);
+  const Validation v = validate_runs(
+      table_of(header + line("bf16", "bf16") + line("amp", "\"AMP (bfloat16)\"") + line("fp16", "fp16 mixed") +
+               line("fp32", "FP32") + line("o2", "O2") + line("no-fp8", "\"bf16 (no FP8)\"") +
+               line("fp8", "\"bf16, FP8 GEMMs (Transformer Engine)\"") + line("tf32", "TF32")));
+  ASSERT_EQ(v.rows.size(), 6u);
+  for (int i : {1, 2, 4, 5}) EXPECT_DOUBLE_EQ(v.rows[i].prediction.tokens_per_s, v.rows[0].prediction.tokens_per_s);
   EXPECT_FALSE(v.rows[3].config.bf16);
   EXPECT_LT(v.rows[3].prediction.tokens_per_s, 0.5 * v.rows[0].prediction.tokens_per_s);
   EXPECT_TRUE(v.rows[0].unread.empty());

@@ -352,7 +352,6 @@ std::vector<int> read_hybrid_shard(const CsvTable& t, size_t r, RunRow& p) {
   return shards;
 }
 
-// Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
 // Column zero_stage as a number or as tables name the stage ("ZeRO-1",
 // "ZeRO stage 3", "stage 2"); nullopt when blank.
 std::optional<int> read_zero_stage(const CsvTable& t, size_t r) {
@@ -394,6 +393,7 @@ void complete_mesh(const CsvTable& t, size_t r, RunRow& p) {
   p.inferred[col] = fmt::format("{} ({})", x, from);
 }
 
+// Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
 void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
@@ -520,10 +520,18 @@ std::optional<bool> read_flash_attention(const CsvTable& t, size_t r, RunRow& p)
 bool read_precision(const CsvTable& t, size_t r, RunRow& p) {
   const std::string text = trim(t.field(r, "precision")), v = ascii_lower(text);
   auto has = [&](const char* w) { return v.find(w) != std::string::npos; };
-  check(!has("fp8") && !has("float8") && !has("e4m3") && !has("e5m2"),
+  // A format named only to say it did not run ("bf16, no FP8") names none.
+  auto ran = [&](const char* w) {
+    for (size_t at = v.find(w); at != std::string::npos; at = v.find(w, at + 1)) {
+      const std::string before = v.substr(at >= 8 ? at - 8 : 0, at >= 8 ? 8 : at);
+      if (before.find("no") == std::string::npos && before.find("without") == std::string::npos) return true;
+    }
+    return false;
+  };
+  check(!ran("fp8") && !ran("float8") && !ran("e4m3") && !ran("e5m2"),
         "column precision: '{}' names FP8 GEMMs, which the model does not price (bf16, fp16 and fp32 it does)", text);
   const bool sixteen = has("16") || has("half") || has("amp") || has("mixed");
-  check(sixteen || !has("tf32"), "column precision: '{}' names TF32 GEMMs, which the model does not price", text);
+  check(sixteen || !ran("tf32"), "column precision: '{}' names TF32 GEMMs, which the model does not price", text);
   if (sixteen || v.empty()) return true;
   if (has("fp32") || has("float32") || has("single")) return false;
   p.unread.push_back(fmt::format("precision '{}' (names no width: 16-bit, as a blank)", text));
