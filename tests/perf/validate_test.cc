@@ -390,6 +390,30 @@ TEST(Validate, AFieldIsReadByItsValueAndNotItsNote) {
   EXPECT_NE(v.skipped[2].find("'ZeRO-4' is not 0, 1, 2 or 3"), std::string::npos) << v.skipped[2];
 }
 
+// A number followed by its column's unit is read; another unit, or a
+// multiplier the column does not take, refuses the row instead of being
+// misread.
+TEST(Validate, ANumberIsReadWithItsColumnsUnit) {
+  const std::string header =
+      "id,source,system,params_b,layers,hidden,heads,seq_len,vocab,num_gpus,tp,pp,zero_stage,global_batch,"
+      "micro_batch,recompute,seq_parallel,flash_attn,tflops_per_gpu,tflops_kind,profile\n";
+  auto line = [](const std::string& id, const std::string& params, const std::string& seq, const std::string& gpus,
+                 const std::string& tflops) {
+    return id + ",s,dgx-h100," + params + ",32,4096,32," + seq + ",50304," + gpus + ",2,1,1,32,1,full,yes,yes," +
+           tflops + ",model,megatron-core-2024\n";
+  };
+  const Validation v = validate_runs(table_of(header + line("plain", "6.7", "4096", "16", "300") +
+                                              line("units", "6.7B", "4096 tokens", "16 GPUs", "300 TFLOP/s") +
+                                              line("giga", "6.7", "4096", "16", "300 GFLOP/s") +
+                                              line("kilo", "6.7", "4K", "16", "300")));
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(v.rows[1].reported, v.rows[0].reported);
+  EXPECT_DOUBLE_EQ(v.rows[1].prediction.tokens_per_s, v.rows[0].prediction.tokens_per_s);
+  ASSERT_EQ(v.skipped.size(), 2u);
+  EXPECT_NE(v.skipped[0].find("'300 GFLOP/s' is not a number"), std::string::npos) << v.skipped[0];
+  EXPECT_NE(v.skipped[1].find("'4K' is not a number"), std::string::npos) << v.skipped[1];
+}
+
 // Precision as tables print it: any 16-bit spelling is bf16 GEMMs, fp32 is
 // fp32, text naming no width is read as a blank and said; FP8 and TF32,
 // which the model does not price, refuse the row instead of passing as

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -59,12 +60,35 @@ std::string without_note(const std::string& v) {
   return trim(v.substr(0, at));
 }
 
+// The field without the unit its column is in, written after the number
+// ("150 TFLOP/s" in tflops_per_gpu, "9.5s" in iter_time_s, "175B" in
+// params_b); what is left must still be a number, so that "3.2M tokens/s"
+// or "950 ms" is refused rather than misread.
+std::string without_unit(const std::string& v, const std::string& col) {
+  static const std::map<std::string, std::vector<std::string>> units = {
+      {"tflops_per_gpu", {"tflops", "tflop/s", "tflops/s", "tflop/s/gpu", "tflops/gpu", "tf/s", "tf"}},
+      {"tokens_per_s", {"tokens/s", "tok/s", "tokens/sec", "tokens/second"}},
+      {"tokens_per_s_per_gpu", {"tokens/s", "tok/s", "tokens/s/gpu", "tok/s/gpu", "tokens/sec", "tokens/gpu/s"}},
+      {"iter_time_s", {"s", "sec", "secs", "seconds"}},
+      {"seq_len", {"tokens"}},
+      {"num_gpus", {"gpus", "gcds"}},
+      {"params_b", {"b"}}};
+  const auto it = units.find(col);
+  if (it == units.end()) return v;
+  const std::string lower = ascii_lower(v);
+  for (const std::string& u : it->second)
+    if (lower.size() > u.size() && lower.compare(lower.size() - u.size(), u.size(), u) == 0)
+      return trim(v.substr(0, v.size() - u.size()));
+  return v;
+}
+
 // A numeric field: nullopt when blank; throws Error when not a number.
 // Thousands separators are read ("851,600"), a note in parentheses after
-// the number ("128 (16 nodes)") and an approximation sign before it ("~150")
-// are dropped, and a percentage column may carry its sign ("47.8%").
+// the number ("128 (16 nodes)"), the column's own unit ("150 TFLOP/s") and
+// an approximation sign before it ("~150") are dropped, and a percentage
+// column may carry its sign ("47.8%").
 std::optional<double> number(const CsvTable& t, size_t r, const std::string& col) {
-  std::string v = without_note(trim(t.field(r, col)));
+  std::string v = without_unit(without_note(trim(t.field(r, col))), col);
   if (v.size() > 1 && v[0] == '~') v = trim(v.substr(1));
   v = without_thousands(v);
   if (v.size() > 1 && v.back() == '%' && col.size() > 4 && col.compare(col.size() - 4, 4, "_pct") == 0) v.pop_back();
