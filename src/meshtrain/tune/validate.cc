@@ -388,64 +388,69 @@ std::optional<int> read_zero_stage(const CsvTable& t, size_t r) {
   return v[0] - '0';
 }
 
+// The mesh columns of a row as published; nullopt where blank.
+struct MeshColumns {
+  std::optional<int> tp, pp, cp, dp, mp;  // mp: model_parallel (TP x PP)
+};
+
 // One of tp and pp blank where the columns fix it: the model-parallel size
-// (TP x PP) over the other, else num_gpus over dp x cp and the other. Said
-// as inferred; a quotient that is not whole leaves the knob to the plan.
-void complete_mesh(const CsvTable& t, size_t r, RunRow& p) {
-  SearchSpace& s = p.space;
-  if (s.tp.empty() == s.pp.empty()) return;
-  const bool tp_blank = s.tp.empty();
-  const int other = tp_blank ? s.pp.front() : s.tp.front();
-  const std::optional<int> mp = count(t, r, "model_parallel"), dp = count(t, r, "dp");
-  const int cp = count(t, r, "cp").value_or(1);
+// over the other, else num_gpus over dp x cp and the other. Said as
+// inferred; a quotient that is not whole leaves the knob to the plan.
+void complete_mesh(MeshColumns& c, int64_t num_gpus, RunRow& p) {
+  if (c.tp.has_value() == c.pp.has_value()) return;
+  const bool tp_blank = !c.tp;
+  const int other = tp_blank ? *c.pp : *c.tp;
+  const int64_t cp = c.cp.value_or(1);
   int64_t whole = 0;
   std::string from;
-  if (mp) {
-    whole = *mp;
+  if (c.mp) {
+    whole = *c.mp;
     from = fmt::format("model_parallel / {}", tp_blank ? "pp" : "tp");
-  } else if (dp) {
-    whole = p.num_gpus / (int64_t(*dp) * cp);
-    if (whole * *dp * cp != p.num_gpus) return;
+  } else if (c.dp && num_gpus % (*c.dp * cp) == 0) {
+    whole = num_gpus / (*c.dp * cp);
     from = fmt::format("num_gpus / (dp x cp x {})", tp_blank ? "pp" : "tp");
   }
   if (whole < other || whole % other != 0) return;
   const int x = int(whole / other);
-  (tp_blank ? s.tp : s.pp) = {x};
-  (tp_blank ? p.fallback.tp : p.fallback.pp) = x;
-  const char* col = tp_blank ? "tp" : "pp";
-  p.blanks.erase(std::remove(p.blanks.begin(), p.blanks.end(), std::string(col)), p.blanks.end());
-  p.inferred[col] = fmt::format("{} ({})", x, from);
+  (tp_blank ? c.tp : c.pp) = x;
+  p.inferred[tp_blank ? "tp" : "pp"] = fmt::format("{} ({})", x, from);
+}
+
+// A blank cp is no context parallelism, except where tp, pp and dp are all
+// published and leave a whole factor of num_gpus over: tables printed
+// before the column existed give DP without the CP that shares its ranks
+// (the Llama 3 paper's Table 4 prints CP apart; a row copied without it
+// would otherwise be refused).
+int read_cp(const MeshColumns& c, int64_t num_gpus, RunRow& p) {
+  if (c.cp) return *c.cp;
+  if (!c.dp || !c.tp || !c.pp) return 1;
+  const int64_t rest = int64_t(*c.dp) * *c.tp * *c.pp;
+  if (num_gpus % rest != 0 || num_gpus / rest < 2) return 1;
+  const int cp = int(num_gpus / rest);
+  p.inferred["cp"] = fmt::format("{} (num_gpus / (dp x tp x pp))", cp);
+  return cp;
 }
 
 // Columns tp, pp, vpp, zero_stage, cp, dp and dp_shard.
 void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   SearchSpace& s = p.space;
   ParallelConfig& f = p.fallback;
-  read_knob(count(t, r, "tp"), "tp", s.tp, f.tp, 1, p);
-  read_knob(count(t, r, "pp"), "pp", s.pp, f.pp, 1, p);
-  complete_mesh(t, r, p);
+  MeshColumns c{count(t, r, "tp"), count(t, r, "pp"), count(t, r, "cp"), count(t, r, "dp"),
+                count(t, r, "model_parallel")};
+  complete_mesh(c, p.num_gpus, p);
+  read_knob(c.tp, "tp", s.tp, f.tp, 1, p);
+  read_knob(c.pp, "pp", s.pp, f.pp, 1, p);
   read_knob(count(t, r, "vpp"), "vpp", s.vpp, f.vpp, 1, p);
   read_knob(read_zero_stage(t, r), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
   check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || !mesh_published(s), "tp {} x pp {} does not divide num_gpus {}", f.tp, f.pp,
         p.num_gpus);
-  // A blank cp is no context parallelism, except where tp, pp and dp are all
-  // published and leave a whole factor of num_gpus over: tables printed
-  // before the column existed give DP without the CP that shares its ranks
-  // (the Llama 3 paper's Table 4 prints CP apart; a row copied without it
-  // would otherwise be refused).
-  const std::optional<int> cp = count(t, r, "cp"), given_dp = count(t, r, "dp");
-  f.cp = cp.value_or(1);
-  if (!cp && given_dp && mesh_published(s) && p.num_gpus % (int64_t(*given_dp) * f.tp * f.pp) == 0 &&
-      p.num_gpus / (int64_t(*given_dp) * f.tp * f.pp) > 1) {
-    f.cp = int(p.num_gpus / (int64_t(*given_dp) * f.tp * f.pp));
-    p.inferred["cp"] = fmt::format("{} (num_gpus / (dp x tp x pp))", f.cp);
-  }
+  f.cp = read_cp(c, p.num_gpus, p);
   s.cp = {f.cp};
   check(f.cp >= 1 && p.num_gpus % (f.tp * f.cp * f.pp) == 0, "tp {} x cp {} x pp {} does not divide num_gpus {}", f.tp,
         f.cp, f.pp, p.num_gpus);
   f.dp = std::max(1, p.num_gpus / (f.tp * f.cp * f.pp));
-  const std::optional<int> dp = given_dp, mp = count(t, r, "model_parallel");
+  const std::optional<int> dp = c.dp, mp = c.mp;
   if (dp && mesh_published(s))
     check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
           f.tp, f.cp, f.pp, p.num_gpus);
