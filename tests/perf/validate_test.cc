@@ -45,6 +45,34 @@ TEST(Csv, ByteOrderMarkIsNotPartOfTheFirstColumn) {
   EXPECT_EQ(read_csv(in_ok).header[0], "id");
 }
 
+// Header names are matched as columns are asked for, whatever their case,
+// surrounding spaces or word separators; a table written so compares every
+// row it would with the names as the set spells them.
+TEST(Csv, HeaderNamesAreReadInTheColumnsSpelling) {
+  std::istringstream in(" ID ,Num GPUs,seq-len,TFLOPS_per_GPU,x  y\na,8,2048,150,z\n");
+  const CsvTable t = read_csv(in);
+  EXPECT_EQ(t.header, (std::vector<std::string>{"id", "num_gpus", "seq_len", "tflops_per_gpu", "x_y"}));
+  EXPECT_EQ(t.field(0, "num_gpus"), "8");
+  EXPECT_EQ(t.field(0, "seq_len"), "2048");
+  std::istringstream spelled(std::string(kHeader) + row("a", "s"));
+  std::string shouted = kHeader;
+  for (char& ch : shouted) ch = ch == '_' ? ' ' : char(std::toupper(static_cast<unsigned char>(ch)));
+  std::istringstream loud(shouted + row("a", "s"));
+  const Validation plain = validate_runs(read_csv(spelled)), upper = validate_runs(read_csv(loud));
+  ASSERT_EQ(plain.rows.size(), 1u);
+  ASSERT_EQ(upper.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(upper.rows[0].prediction.tokens_per_s, plain.rows[0].prediction.tokens_per_s);
+  // A column every run needs, missing from the header: one error, not one
+  // per row.
+  std::istringstream none("id,source,system,hidden,heads,seq_len,num_gpus\na,s,frontier,6144,48,2048,16\n");
+  try {
+    validate_runs(read_csv(none));
+    ADD_FAILURE() << "a header without layers was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the header has no column layers"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Validate, ZeroTensorOrPipelineSizeIsMalformedNotADivisionByZero) {
   std::istringstream in(std::string(kHeader) + row("tp0", "s", "0") + row("pp0", "s", "1", "0") +
                         row("neg", "s", "-2") + row("ok", "s"));

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/text.h"
 
 namespace meshtrain::tune {
 
@@ -63,6 +64,24 @@ bool read_record(std::istream& in, std::vector<std::string>& out, int& line, boo
   return true;
 }
 
+// A header name as columns are asked for: ASCII lower case, without the
+// spaces around it, inner runs of spaces and hyphens one underscore
+// ("Num GPUs" -> "num_gpus", " seq-len " -> "seq_len").
+std::string column_key(const std::string& name) {
+  std::string key;
+  bool gap = false;
+  for (char ch : ascii_lower(name)) {
+    if (ch == ' ' || ch == '\t' || ch == '-') {
+      gap = !key.empty();
+      continue;
+    }
+    if (gap) key += '_';
+    gap = false;
+    key += ch;
+  }
+  return key;
+}
+
 }  // namespace
 
 CsvTable read_csv(std::istream& in) {
@@ -79,6 +98,7 @@ CsvTable read_csv(std::istream& in) {
     }
   }
   if (!read_record(in, t.header, line, unterminated)) return t;
+  for (std::string& name : t.header) name = column_key(name);
   std::vector<std::string> rec;
   int start = line;
   while (read_record(in, rec, line, unterminated)) {

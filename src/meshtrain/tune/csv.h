@@ -1,6 +1,8 @@
 // CSV reading (RFC 4180): fields separated by commas, optionally quoted;
 // inside quotes, commas and line breaks are data and "" is a quote. The
-// first record is the header; a leading UTF-8 byte order mark is dropped. A
+// first record is the header, its names kept as columns are asked for (lower
+// case, trimmed, inner spaces and hyphens as one underscore: "Num GPUs" is
+// num_gpus); a leading UTF-8 byte order mark is dropped. A
 // record whose field count differs from the header's is reported in
 // `errors` (with its line number) and skipped.
 #pragma once

@@ -795,6 +795,11 @@ double predicted_metric(const std::string& metric, const perf::Prediction& p, in
 }  // namespace
 
 RunRows read_runs(const CsvTable& t) {
+  // A column every run needs, missing from the header, is one error for the
+  // table rather than one per row.
+  for (const char* col : {"id", "layers", "hidden", "heads", "seq_len", "num_gpus"})
+    check(t.column(col) >= 0,
+          "the header has no column {} (every run needs id, layers, hidden, heads, seq_len and num_gpus)", col);
   RunRows out;
   out.skipped = t.errors;
   for (size_t r = 0; r < t.rows.size(); ++r) {
