@@ -1050,8 +1050,9 @@ TEST(SystemMatch, InterconnectTextGivesTheNodeNetwork) {
 
 // A generic node file named for a cluster whose row says otherwise takes the
 // file of the same device with the stated network or memory, or where no
-// file has that network the named file with its network scaled to it;
-// agreeing or silent text keeps the named file.
+// file has that network the named file with its network scaled to it; a GPU
+// text naming another device takes that device's file; agreeing or silent
+// text keeps the named file.
 TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   auto match = [](const std::string& sys, const std::string& gpu, const std::string& ic) {
     const perf::SystemMatch m = perf::match_system(sys, gpu, ic);
@@ -1077,6 +1078,16 @@ TEST(SystemMatch, RowTextRefinesAGenericSystemName) {
   EXPECT_EQ(match("ibm-a100-80gb-400g", "A100 80GB", "400 Gbps inter-node"), "ibm-a100-80gb-400g");
   EXPECT_EQ(match("", "A100 80GB", "4 Omni-Path links per node"), "jeanzay-a100-80gb (interconnect)");
   EXPECT_EQ(match("", "TPU v4", "ICI"), "");
+  // The GPU text names another device, or the export variant with slower
+  // NVLink: its file. The variant's file named beside the base device's text,
+  // or a measured machine's file, is kept.
+  EXPECT_EQ(match("frontier", "MI300X", ""), "mi300x-node (gpu)");
+  EXPECT_EQ(match("dgx-h100", "AMD Instinct MI300X", ""), "mi300x-node (gpu)");
+  EXPECT_EQ(match("dgx-a100-80gb", "H100 80GB", ""), "dgx-h100 (gpu)");
+  EXPECT_EQ(match("dgx-h100", "H800 80GB", ""), "hgx-h800 (gpu)");
+  EXPECT_EQ(match("dgx-a100-80gb", "A800 80GB", ""), "dgx-a800-80gb (gpu)");
+  EXPECT_EQ(match("hgx-h800", "H100 80GB", ""), "hgx-h800");
+  EXPECT_EQ(match("local", "H100 80GB", ""), "local");
   // No file of the device has the stated network: the named one, scaled.
   EXPECT_EQ(match("dgx-a100-80gb", "A100 80GB", "3 x 100 Gb/s Ethernet per node"), "dgx-a100-80gb@37.5 (interconnect)");
   EXPECT_EQ(match("dgx-a100-40gb", "A100 40GB", "4x100 Gbps EFA per node"), "dgx-a100-40gb@50 (interconnect)");

@@ -286,10 +286,20 @@ SystemMatch match_system(const std::string& named, const std::string& gpu_text, 
     m.from = "gpu";
     if (m.name.empty()) return {"", ""};
   }
+  // The GPU text names another device than the file (an MI300X run labelled
+  // with the MI250X's file), another memory size of it, or its export
+  // variant with slower NVLink: the text's file. Only over a file that
+  // itself names a device: a measured machine's file ("local") is taken as
+  // given.
   const std::string device = infer_system(gpu_text);
-  if (!device.empty() && device != m.name && states_memory(gpu_text)) {
+  if (!device.empty() && device != m.name && !infer_system(m.name).empty()) {
     const SystemSpec &d = preset(device), &s = preset(m.name);
-    if (d.efficiency_group == s.efficiency_group && d.memory.hbm_bytes != s.memory.hbm_bytes) m = {device, "gpu"};
+    const bool other_device =
+        d.efficiency_group != s.efficiency_group || d.compute.peak_tflops_bf16 != s.compute.peak_tflops_bf16;
+    const bool other_memory = states_memory(gpu_text) && d.memory.hbm_bytes != s.memory.hbm_bytes;
+    const bool slower_links =
+        !d.links.empty() && !s.links.empty() && d.links[0].bandwidth_gbs < s.links[0].bandwidth_gbs;
+    if (other_device || other_memory || slower_links) m = {device, "gpu"};
   }
   if (const std::string c = cluster_match(m.name, gpu_text); !c.empty()) m = {c, "gpu"};
   if (const std::string c = cluster_match(m.name, interconnect_text); !c.empty()) m = {c, "interconnect"};

@@ -50,9 +50,12 @@ struct SystemMatch {
 
 // The system a row ran on: the named file when it is one and the text does
 // not contradict it; else, for a blank or unknown name, the file the name or
-// the GPU text describes (infer_system). A named preset is replaced by
-// another of the same device (efficiency group, memory, devices per node)
-// when the GPU text states another memory size ("A100 40GB" on an 80 GB file),
+// the GPU text describes (infer_system). A named preset of a device is
+// replaced by the file the GPU text describes where that is another device
+// (efficiency group or peak: "MI300X" on the MI250X's file), another memory
+// size of it ("A100 40GB" on an 80 GB file) or its export variant with
+// slower NVLink ("H800" on the H100's); and by another of the same device
+// (efficiency group, memory, devices per node) when
 // the GPU or interconnect text names that file's cluster (the first word of
 // its name: "Jean Zay", "Grand Teton", "IBM"), or the interconnect states
 // another node network (within 10%), preferring a file whose description
