@@ -439,7 +439,6 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   read_knob(c.pp, "pp", s.pp, f.pp, 1, p);
   read_knob(count(t, r, "vpp"), "vpp", s.vpp, f.vpp, 1, p);
   read_knob(read_zero_stage(t, r), "zero_stage", s.zero_stage, f.zero_stage, 1, p);
-  check(f.zero_stage <= 3, "column zero_stage: {} is not 0, 1, 2 or 3", f.zero_stage);
   check(p.num_gpus % (f.tp * f.pp) == 0 || !mesh_published(s), "tp {} x pp {} does not divide num_gpus {}", f.tp, f.pp,
         p.num_gpus);
   f.cp = read_cp(c, p.num_gpus, p);
@@ -447,27 +446,26 @@ void read_mesh(const CsvTable& t, size_t r, RunRow& p) {
   check(f.cp >= 1 && p.num_gpus % (f.tp * f.cp * f.pp) == 0, "tp {} x cp {} x pp {} does not divide num_gpus {}", f.tp,
         f.cp, f.pp, p.num_gpus);
   f.dp = std::max(1, p.num_gpus / (f.tp * f.cp * f.pp));
-  const std::optional<int> dp = c.dp, mp = c.mp;
-  if (dp && mesh_published(s))
-    check(int64_t(*dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *dp,
+  if (c.dp && mesh_published(s))
+    check(int64_t(*c.dp) * f.tp * f.cp * f.pp == p.num_gpus, "dp {} x tp {} x cp {} x pp {} is not num_gpus {}", *c.dp,
           f.tp, f.cp, f.pp, p.num_gpus);
   // Where tp and pp are given they are the mesh; a model_parallel that is
   // not their product (a table's "model-parallel size" meaning TP alone) is
   // left unread and said, not a reason to drop the run.
-  if (mp && mesh_published(s) && *mp != f.tp * f.pp)
-    p.unread.push_back(fmt::format("model_parallel {} (not tp {} x pp {}: tp and pp taken)", *mp, f.tp, f.pp));
+  if (c.mp && mesh_published(s) && *c.mp != f.tp * f.pp)
+    p.unread.push_back(fmt::format("model_parallel {} (not tp {} x pp {}: tp and pp taken)", *c.mp, f.tp, f.pp));
   // A mesh published as its data-parallel or model-parallel size (TP x PP,
   // Megatron's) alone, as Narayanan et al.'s Table 2 prints "model-parallel
   // size 96": the blank TP and PP are planned over the splits of the rest.
   if (!mesh_published(s)) {
-    if (mp)
-      check(p.num_gpus % (*mp * f.cp) == 0, "model_parallel {} x cp {} does not divide num_gpus {}", *mp, f.cp,
+    if (c.mp)
+      check(p.num_gpus % (*c.mp * f.cp) == 0, "model_parallel {} x cp {} does not divide num_gpus {}", *c.mp, f.cp,
             p.num_gpus);
-    if (dp) check(p.num_gpus % *dp == 0, "dp {} does not divide num_gpus {}", *dp, p.num_gpus);
-    if (mp && dp)
-      check(int64_t(*mp) * f.cp * *dp == p.num_gpus, "dp {} x model_parallel {} x cp {} is not num_gpus {}", *dp, *mp,
-            f.cp, p.num_gpus);
-    s.data_parallel = dp ? *dp : mp ? p.num_gpus / (*mp * f.cp) : 0;
+    if (c.dp) check(p.num_gpus % *c.dp == 0, "dp {} does not divide num_gpus {}", *c.dp, p.num_gpus);
+    if (c.mp && c.dp)
+      check(int64_t(*c.mp) * f.cp * *c.dp == p.num_gpus, "dp {} x model_parallel {} x cp {} is not num_gpus {}", *c.dp,
+            *c.mp, f.cp, p.num_gpus);
+    s.data_parallel = c.dp ? *c.dp : c.mp ? p.num_gpus / (*c.mp * f.cp) : 0;
   }
   // A blank dp_shard is ZeRO state sharded over the whole DP group (FSDP's
   // FULL_SHARD), unless the row names hybrid sharding (read_hybrid_shard); a
